@@ -1,0 +1,27 @@
+// The kvindex subcommands. Each lives in its own file with an options struct, an Add<Name>Command()
+// that registers its flags and callback, and a Run<Name>(options) -> Status that does the work.
+// A subcommand is registered here only once it works.
+#ifndef KVINDEX_TOOLS_COMMANDS_H_
+#define KVINDEX_TOOLS_COMMANDS_H_
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kvindex/status.h"
+
+namespace kvindex::cli {
+
+// What a subcommand's callback leaves for main(): the Status of its run. A non-ok Status becomes
+// exit 1 (or 2 for kInvalidArgument: a usage error found after parsing) with one stderr line.
+struct CommandOutcome {
+  std::string command;
+  Status status;
+};
+
+// Registration functions, one per subcommand file, are declared here as they arrive, e.g.
+//   void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_COMMANDS_H_
