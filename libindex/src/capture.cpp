@@ -1,0 +1,554 @@
+#include "kvindex/capture.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <xxhash.h>
+
+namespace kvindex {
+namespace {
+
+// File header: magic(8) version(2) header_size(2) file_index(4) created_ns(8) checksum(8).
+// The magic starts with 0x89 and holds "\r\n" so that text-mode transfers corrupt it visibly.
+constexpr std::byte kMagic[8] = {std::byte{0x89}, std::byte{'K'}, std::byte{'V'},  std::byte{'C'},
+                                 std::byte{'A'},  std::byte{'P'}, std::byte{'\r'}, std::byte{'\n'}};
+constexpr size_t kMinReadChunk = 1u << 20;
+constexpr uint8_t kMaxRecordType = static_cast<uint8_t>(CaptureRecordType::kNote);
+
+void PutLe16(std::byte* p, uint16_t v) { std::memcpy(p, &v, 2); }
+void PutLe32(std::byte* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void PutLe64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint16_t GetLe16(const std::byte* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+uint32_t GetLe32(const std::byte* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+uint64_t GetLe64(const std::byte* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+
+// The record checksum covers every byte of the record but the checksum field itself: XXH3-64 of
+// bytes [16, end) seeded with the first 8 bytes (length, type, flags, header size).
+uint64_t RecordChecksum(const std::byte* record, size_t size) {
+  return XXH3_64bits_withSeed(record + 16, size - 16, GetLe64(record));
+}
+
+uint64_t FileHeaderChecksum(const std::byte* header) { return XXH3_64bits(header, 24); }
+
+int64_t RealtimeNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(path + ": write: " + ErrnoText(errno));
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Decodes a message body (u32 count, then u32 length + bytes per frame). False if the lengths do
+// not add up to exactly `size` bytes.
+bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
+  frames.clear();
+  if (size < 4) return false;
+  const uint32_t count = GetLe32(body);
+  size_t pos = 4;
+  // Each frame needs at least its 4-byte length: bounds the count before reserving.
+  if (count > (size - 4) / 4) return false;
+  frames.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (size - pos < 4) return false;
+    const uint32_t length = GetLe32(body + pos);
+    pos += 4;
+    if (size - pos < length) return false;
+    frames.emplace_back(body + pos, body + pos + length);
+    pos += length;
+  }
+  return pos == size;
+}
+
+}  // namespace
+
+std::string_view CaptureRecordTypeName(CaptureRecordType type) {
+  switch (type) {
+    case CaptureRecordType::kSourceDefinition: return "source";
+    case CaptureRecordType::kMessage: return "message";
+    case CaptureRecordType::kReplayed: return "replayed";
+    case CaptureRecordType::kGap: return "gap";
+    case CaptureRecordType::kLost: return "lost";
+    case CaptureRecordType::kRestart: return "restart";
+    case CaptureRecordType::kMalformed: return "malformed";
+    case CaptureRecordType::kNote: return "note";
+  }
+  return "unknown";
+}
+
+uint64_t CaptureRecord::first() const { return body.size() >= 8 ? GetLe64(body.data()) : 0; }
+uint64_t CaptureRecord::second() const { return body.size() >= 16 ? GetLe64(body.data() + 8) : 0; }
+
+bool LooksLikeCapture(std::span<const std::byte> prefix) {
+  return prefix.size() >= sizeof(kMagic) && std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) == 0;
+}
+
+std::string RotatedCapturePath(const std::string& base, size_t index) {
+  if (index == 0) return base;
+  const std::filesystem::path path(base);
+  std::filesystem::path rotated = path;
+  rotated.replace_filename(path.stem().string() + "." + std::to_string(index) +
+                           path.extension().string());
+  return rotated.string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// CaptureWriter
+
+CaptureWriter::CaptureWriter(std::string path, CaptureWriterOptions options)
+    : base_path_(std::move(path)), options_(options) {}
+
+CaptureWriter::~CaptureWriter() { (void)Close(); }
+
+Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
+                                                            CaptureWriterOptions options) {
+  std::unique_ptr<CaptureWriter> writer(new CaptureWriter(path, options));
+  KVINDEX_RETURN_IF_ERROR(writer->OpenFile(path));
+  return writer;
+}
+
+Status CaptureWriter::OpenFile(const std::string& path) {
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options_.overwrite ? O_TRUNC : O_EXCL);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return Status::IoError(path + ": already exists (refusing to overwrite a capture)");
+    }
+    return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
+  }
+  fd_ = fd;
+  std::byte header[kCaptureFileHeaderSize] = {};
+  std::memcpy(header, kMagic, sizeof(kMagic));
+  PutLe16(header + 8, kCaptureVersion);
+  PutLe16(header + 10, static_cast<uint16_t>(kCaptureFileHeaderSize));
+  PutLe32(header + 12, static_cast<uint32_t>(paths_.size()));
+  PutLe64(header + 16, static_cast<uint64_t>(RealtimeNs()));
+  PutLe64(header + 24, FileHeaderChecksum(header));
+  paths_.push_back(path);
+  file_bytes_ = 0;
+  file_opened_ = std::chrono::steady_clock::now();
+  last_sync_ = file_opened_;
+  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, header, sizeof(header), path));
+  file_bytes_ += sizeof(header);
+  bytes_written_ += sizeof(header);
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status CaptureWriter::MaybeRotate() {
+  const bool by_bytes = options_.rotate_bytes != 0 && file_bytes_ >= options_.rotate_bytes;
+  const bool by_time = options_.rotate_interval.count() != 0 &&
+                       std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_interval;
+  if (!by_bytes && !by_time) return Status::Ok();
+  KVINDEX_RETURN_IF_ERROR(Sync());
+  ::close(fd_);
+  fd_ = -1;
+  KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
+  // Every file is self-contained: repeat the definitions of the sources seen so far.
+  const auto definitions = definitions_;
+  for (const auto& [source, json] : definitions) {
+    const std::span<const std::byte> part(reinterpret_cast<const std::byte*>(json.data()),
+                                          json.size());
+    KVINDEX_RETURN_IF_ERROR(WriteRecord(CaptureRecordType::kSourceDefinition, source,
+                                        RealtimeNs(), std::span(&part, 1)));
+  }
+  return Status::Ok();
+}
+
+Status CaptureWriter::WriteRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                                  std::span<const std::span<const std::byte>> body_parts) {
+  if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
+  size_t body_size = 0;
+  for (const auto& part : body_parts) body_size += part.size();
+  if (body_size > kCaptureMaxBody) {
+    return Status::LimitExceeded("capture record body of " + std::to_string(body_size) +
+                                 " bytes exceeds the maximum of " +
+                                 std::to_string(kCaptureMaxBody));
+  }
+  const size_t total = kCaptureRecordHeaderSize + body_size;
+  scratch_.resize(total);
+  std::byte* p = scratch_.data();
+  PutLe32(p, static_cast<uint32_t>(total));
+  p[4] = static_cast<std::byte>(type);
+  p[5] = std::byte{0};
+  PutLe16(p + 6, static_cast<uint16_t>(kCaptureRecordHeaderSize));
+  PutLe64(p + 16, static_cast<uint64_t>(recv_ns));
+  PutLe32(p + 24, source.value);
+  PutLe32(p + 28, 0);
+  size_t pos = kCaptureRecordHeaderSize;
+  for (const auto& part : body_parts) {
+    if (!part.empty()) std::memcpy(p + pos, part.data(), part.size());
+    pos += part.size();
+  }
+  PutLe64(p + 8, RecordChecksum(p, total));
+  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, p, total, paths_.back()));
+  file_bytes_ += total;
+  bytes_written_ += total;
+  ++records_written_;
+  dirty_ = true;
+  KVINDEX_RETURN_IF_ERROR(MaybeSync());
+  return MaybeRotate();
+}
+
+Status CaptureWriter::WriteSourceDefinition(SourceId source, std::string_view definition_json,
+                                            int64_t recv_ns) {
+  bool replaced = false;
+  for (auto& [id, json] : definitions_) {
+    if (id == source) {
+      json = definition_json;
+      replaced = true;
+    }
+  }
+  if (!replaced) definitions_.emplace_back(source, std::string(definition_json));
+  const std::span<const std::byte> part(reinterpret_cast<const std::byte*>(definition_json.data()),
+                                        definition_json.size());
+  return WriteRecord(CaptureRecordType::kSourceDefinition, source, recv_ns, std::span(&part, 1));
+}
+
+Status CaptureWriter::WriteFrames(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                                  std::span<const std::span<const std::byte>> frames) {
+  // Body: u32 frame count, then u32 length + bytes per frame. Parts alternate length / bytes.
+  std::vector<std::byte> lengths(4 + 4 * frames.size());
+  PutLe32(lengths.data(), static_cast<uint32_t>(frames.size()));
+  std::vector<std::span<const std::byte>> parts;
+  parts.reserve(1 + 2 * frames.size());
+  parts.emplace_back(lengths.data(), 4);
+  size_t body = 4;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    PutLe32(lengths.data() + 4 + 4 * i, static_cast<uint32_t>(frames[i].size()));
+    parts.emplace_back(lengths.data() + 4 + 4 * i, 4);
+    parts.push_back(frames[i]);
+    body += 4 + frames[i].size();
+  }
+  if (body > kCaptureMaxBody) {
+    return Status::LimitExceeded("message of " + std::to_string(body) +
+                                 " bytes exceeds the capture record maximum");
+  }
+  return WriteRecord(type, source, recv_ns, parts);
+}
+
+Status CaptureWriter::WriteObservation(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                                       uint64_t first, uint64_t second) {
+  std::byte body[16];
+  PutLe64(body, first);
+  PutLe64(body + 8, second);
+  const std::span<const std::byte> part(body, sizeof(body));
+  return WriteRecord(type, source, recv_ns, std::span(&part, 1));
+}
+
+Status CaptureWriter::WriteText(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                                std::string_view text) {
+  const std::span<const std::byte> part(reinterpret_cast<const std::byte*>(text.data()),
+                                        text.size());
+  return WriteRecord(type, source, recv_ns, std::span(&part, 1));
+}
+
+Status CaptureWriter::MaybeSync() {
+  if (!dirty_) return Status::Ok();
+  if (std::chrono::steady_clock::now() - last_sync_ < options_.fsync_interval) return Status::Ok();
+  return Sync();
+}
+
+Status CaptureWriter::Sync() {
+  if (fd_ < 0 || !dirty_) return Status::Ok();
+  if (::fdatasync(fd_) != 0) {
+    return Status::IoError(paths_.back() + ": fsync: " + ErrnoText(errno));
+  }
+  dirty_ = false;
+  last_sync_ = std::chrono::steady_clock::now();
+  return Status::Ok();
+}
+
+Status CaptureWriter::Close() {
+  if (fd_ < 0) return Status::Ok();
+  Status status = Sync();
+  if (::close(fd_) != 0 && status.ok()) {
+    status = Status::IoError(paths_.back() + ": close: " + ErrnoText(errno));
+  }
+  fd_ = -1;
+  return status;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CaptureReader
+
+CaptureReader::~CaptureReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// Checks a file header. kMalformed for a file that is not a capture at all, kUnsupported for a
+// newer version, kCorrupt for a damaged header (reading goes on after it).
+Status CheckFileHeader(const std::byte* header, size_t available, const std::string& name) {
+  if (available < kCaptureFileHeaderSize || !LooksLikeCapture({header, available})) {
+    return Status::Malformed(name + ": not a kvindex capture (bad magic)");
+  }
+  const uint16_t version = GetLe16(header + 8);
+  if (version != kCaptureVersion) {
+    return Status::Unsupported(name + ": capture version " + std::to_string(version) +
+                               " (this kvindex reads version " + std::to_string(kCaptureVersion) +
+                               ")");
+  }
+  if (GetLe16(header + 10) != kCaptureFileHeaderSize || GetLe64(header + 24) != FileHeaderChecksum(header)) {
+    return Status::Corrupt(name + ": byte 0: file header checksum mismatch");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CaptureReader>> CaptureReader::Open(std::vector<std::string> paths) {
+  if (paths.empty()) return Status::InvalidArgument("no capture file given");
+  std::unique_ptr<CaptureReader> reader(new CaptureReader());
+  reader->paths_ = std::move(paths);
+  // Check every file's header up front, so that a wrong file fails before anything is applied.
+  for (const std::string& path : reader->paths_) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == ENOENT) return Status::NotFound(path + ": no such file");
+      return Status::IoError(path + ": cannot open: " + ErrnoText(err));
+    }
+    std::byte header[kCaptureFileHeaderSize];
+    ssize_t n;
+    do {
+      n = ::pread(fd, header, sizeof(header), 0);
+    } while (n < 0 && errno == EINTR);
+    ::close(fd);
+    if (n < 0) return Status::IoError(path + ": read: " + ErrnoText(errno));
+    const Status status = CheckFileHeader(header, static_cast<size_t>(n), path);
+    if (status.code() == StatusCode::kMalformed || status.code() == StatusCode::kUnsupported) {
+      return status;
+    }
+  }
+  KVINDEX_RETURN_IF_ERROR(reader->OpenFileAt(0));
+  return reader;
+}
+
+Result<std::unique_ptr<CaptureReader>> CaptureReader::FromBuffer(std::vector<std::byte> bytes,
+                                                                std::string name) {
+  std::unique_ptr<CaptureReader> reader(new CaptureReader());
+  reader->paths_ = {std::move(name)};
+  reader->memory_ = true;
+  reader->eof_ = true;
+  reader->buffer_ = std::move(bytes);
+  reader->end_ = reader->buffer_.size();
+  const Status status = CheckFileHeader(reader->buffer_.data(), reader->end_, reader->paths_[0]);
+  if (status.code() == StatusCode::kMalformed || status.code() == StatusCode::kUnsupported) {
+    return status;
+  }
+  if (!status.ok()) reader->Report(status, 0, 0, false);
+  reader->begin_ = kCaptureFileHeaderSize;
+  reader->file_offset_of_begin_ = kCaptureFileHeaderSize;
+  return reader;
+}
+
+Status CaptureReader::OpenFileAt(size_t index) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  file_index_ = index;
+  begin_ = end_ = 0;
+  file_offset_of_begin_ = 0;
+  eof_ = false;
+  const std::string& path = paths_[index];
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return Status::IoError(path + ": cannot open: " + ErrnoText(errno));
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  Fill(kCaptureFileHeaderSize);
+  const Status status = CheckFileHeader(buffer_.data() + begin_, end_ - begin_, path);
+  if (status.code() == StatusCode::kMalformed || status.code() == StatusCode::kUnsupported) {
+    return status;
+  }
+  if (!status.ok()) Report(status, 0, 0, false);
+  begin_ += kCaptureFileHeaderSize;
+  file_offset_of_begin_ = kCaptureFileHeaderSize;
+  return Status::Ok();
+}
+
+bool CaptureReader::Fill(size_t wanted) {
+  if (end_ - begin_ >= wanted) return true;
+  if (memory_ || eof_ || fd_ < 0) return false;
+  // Compact, then grow to hold `wanted` bytes (bounded by the maximum record size).
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  const size_t capacity = std::max({buffer_.size(), wanted, kMinReadChunk});
+  if (buffer_.size() < capacity) buffer_.resize(capacity);
+  while (end_ < wanted) {
+    const ssize_t n = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_status_ = Status::IoError(paths_[file_index_] + ": read: " + ErrnoText(errno));
+      eof_ = true;
+      return false;
+    }
+    if (n == 0) {
+      eof_ = true;
+      return false;
+    }
+    end_ += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
+                            size_t* record_size, Status* why) const {
+  const std::byte* p = buffer_.data() + pos;
+  const uint32_t length = GetLe32(p);
+  const uint8_t type = static_cast<uint8_t>(p[4]);
+  if (length < kCaptureRecordHeaderSize || length > kCaptureRecordHeaderSize + kCaptureMaxBody ||
+      GetLe16(p + 6) != kCaptureRecordHeaderSize) {
+    *why = Status::Corrupt("record header: impossible length " + std::to_string(length));
+    *record_size = 0;
+    return false;
+  }
+  *record_size = length;
+  if (available < length) {
+    *why = Status::Corrupt("record of " + std::to_string(length) + " bytes is cut short after " +
+                           std::to_string(available) + " bytes");
+    return false;
+  }
+  if (GetLe64(p + 8) != RecordChecksum(p, length)) {
+    *why = Status::Corrupt("record checksum mismatch");
+    return false;
+  }
+  if (type == 0 || type > kMaxRecordType) {
+    *why = Status::Unsupported("unknown record type " + std::to_string(type));
+    return false;
+  }
+  if (record == nullptr) return true;
+  record->type = static_cast<CaptureRecordType>(type);
+  record->flags = static_cast<uint8_t>(p[5]);
+  record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
+  record->source = SourceId{GetLe32(p + 24)};
+  record->body.assign(p + kCaptureRecordHeaderSize, p + length);
+  record->frames.clear();
+  if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
+    if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
+      *why = Status::Malformed("message record: frame lengths do not add up to its body");
+      return false;
+    }
+  }
+  return true;
+}
+
+void CaptureReader::Report(Status status, uint64_t offset, uint64_t skipped, bool tail) {
+  problems_.push_back(
+      CaptureProblem{paths_[file_index_], offset, std::move(status), skipped, tail});
+}
+
+bool CaptureReader::Next(CaptureRecord& record) {
+  for (;;) {
+    if (!io_status_.ok()) return false;
+    if (end_ - begin_ == 0 && !Fill(1)) {
+      // End of this file: go on with the next one.
+      if (!io_status_.ok() || file_index_ + 1 >= paths_.size() || memory_) return false;
+      const Status status = OpenFileAt(file_index_ + 1);
+      if (!status.ok()) {
+        io_status_ = status;
+        return false;
+      }
+      continue;
+    }
+    const uint64_t offset = file_offset_of_begin_;
+    if (!Fill(kCaptureRecordHeaderSize)) {
+      const uint64_t left = end_ - begin_;
+      Report(Status::Corrupt("torn record header (" + std::to_string(left) +
+                             " bytes at the end of the file)"),
+             offset, left, true);
+      file_offset_of_begin_ += left;
+      bytes_consumed_total_ += left;
+      begin_ = end_;
+      continue;
+    }
+    size_t size = 0;
+    Status why;
+    const uint32_t claimed = GetLe32(buffer_.data() + begin_);
+    if (claimed >= kCaptureRecordHeaderSize && claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
+      Fill(claimed);
+    }
+    if (ParseAt(begin_, end_ - begin_, &record, &size, &why)) {
+      record.file_index = file_index_;
+      record.offset = offset;
+      begin_ += size;
+      file_offset_of_begin_ += size;
+      bytes_consumed_total_ += size;
+      ++records_read_;
+      return true;
+    }
+    // A record cut short by the end of the file is a torn tail, unless its length field is what
+    // is damaged: the scan below tells the two apart by looking for a good record after it.
+    // A bad record in the middle: skip it by its length if the next record (or the end of the
+    // file) follows there, else scan forward byte by byte to the next record that verifies.
+    size_t skip = 0;
+    if (size != 0 && end_ - begin_ >= size) {
+      Fill(size + kCaptureRecordHeaderSize);  // may compact: positions are relative to begin_
+      const size_t after = begin_ + size;
+      size_t next_size = 0;
+      Status ignored;
+      if (end_ == after && eof_) {
+        skip = size;
+      } else if (end_ - after >= kCaptureRecordHeaderSize) {
+        const uint32_t next_claimed = GetLe32(buffer_.data() + after);
+        if (next_claimed >= kCaptureRecordHeaderSize &&
+            next_claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
+          Fill(size + next_claimed);
+        }
+        if (ParseAt(begin_ + size, end_ - (begin_ + size), nullptr, &next_size, &ignored)) {
+          skip = size;
+        }
+      }
+    }
+    if (skip == 0) {
+      // Scan: advance one byte at a time until a record verifies or the data ends.
+      skip = 1;
+      for (;;) {
+        if (!Fill(skip + kCaptureRecordHeaderSize)) {
+          skip = end_ - begin_;
+          break;
+        }
+        const size_t at = begin_ + skip;
+        const uint32_t candidate = GetLe32(buffer_.data() + at);
+        if (candidate >= kCaptureRecordHeaderSize &&
+            candidate <= kCaptureRecordHeaderSize + kCaptureMaxBody &&
+            GetLe16(buffer_.data() + at + 6) == kCaptureRecordHeaderSize) {
+          Fill(skip + candidate);
+          size_t candidate_size = 0;
+          Status ignored;
+          if (ParseAt(begin_ + skip, end_ - (begin_ + skip), nullptr, &candidate_size, &ignored)) {
+            break;
+          }
+        }
+        ++skip;
+      }
+    }
+    const bool tail = begin_ + skip >= end_ && eof_;
+    Report(why.WithContext("record at byte " + std::to_string(offset)), offset, skip, tail);
+    begin_ += skip;
+    file_offset_of_begin_ += skip;
+    bytes_consumed_total_ += skip;
+  }
+}
+
+}  // namespace kvindex

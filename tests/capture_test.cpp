@@ -1,0 +1,389 @@
+#include "kvindex/capture.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace kvindex {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::byte>;
+
+Bytes B(std::string_view s) {
+  return Bytes(reinterpret_cast<const std::byte*>(s.data()),
+               reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+// A fresh temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char pattern[] = "/tmp/kvindex-capture-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+Bytes ReadBytes(const fs::path& path) {
+  const std::string s = test::ReadFile(path);
+  return B(s);
+}
+
+Status WriteMessage(CaptureWriter& w, uint32_t source, int64_t ns, std::vector<Bytes> frames,
+                    CaptureRecordType type = CaptureRecordType::kMessage) {
+  std::vector<std::span<const std::byte>> spans(frames.begin(), frames.end());
+  return w.WriteFrames(type, SourceId{source}, ns, spans);
+}
+
+// Writes `n` message records whose payload frame is "payload-<i>", after one source definition.
+// Returns the byte offset where each message record starts.
+std::vector<uint64_t> WriteNumbered(const fs::path& path, int n) {
+  auto writer = CaptureWriter::Create(path.string());
+  REQUIRE(writer.ok());
+  REQUIRE((*writer)->WriteSourceDefinition(SourceId{0}, R"({"name":"a"})", 1).ok());
+  std::vector<uint64_t> offsets;
+  for (int i = 0; i < n; ++i) {
+    offsets.push_back((*writer)->bytes_written());
+    Bytes seq(8, std::byte{0});
+    seq[7] = static_cast<std::byte>(i);
+    REQUIRE(WriteMessage(**writer, 0, 1000 + i, {B("kv"), seq, B("payload-" + std::to_string(i))}).ok());
+  }
+  REQUIRE((*writer)->Close().ok());
+  return offsets;
+}
+
+std::vector<CaptureRecord> ReadAll(CaptureReader& reader) {
+  std::vector<CaptureRecord> records;
+  CaptureRecord record;
+  while (reader.Next(record)) records.push_back(record);
+  return records;
+}
+
+TEST_SUITE("capture") {
+
+TEST_CASE("Every record type round-trips through the writer and the reader") {
+  TempDir dir;
+  const fs::path path = dir.path / "a.kvcap";
+  {
+    auto w = CaptureWriter::Create(path.string());
+    REQUIRE(w.ok());
+    CaptureWriter& writer = **w;
+    REQUIRE(writer.WriteSourceDefinition(SourceId{3}, R"({"name":"vllm-0"})", 10).ok());
+    REQUIRE(WriteMessage(writer, 3, 11,
+                         {B("kv-events"), B(std::string_view("\0\0\0\0\0\0\0\1", 8)), B("\x92\xcb")})
+                .ok());
+    REQUIRE(WriteMessage(writer, 3, 12, {B(""), B("12345678"), B("xyz"), B("")},
+                         CaptureRecordType::kReplayed).ok());
+    REQUIRE(WriteMessage(writer, 3, 13, {}).ok());  // zero frames is legal (malformed live)
+    REQUIRE(writer.WriteObservation(CaptureRecordType::kGap, SourceId{3}, 14, 5, 9).ok());
+    REQUIRE(writer.WriteObservation(CaptureRecordType::kLost, SourceId{3}, 15, 5, 2).ok());
+    REQUIRE(writer.WriteObservation(CaptureRecordType::kRestart, SourceId{3}, 16, 800, 0).ok());
+    REQUIRE(writer.WriteText(CaptureRecordType::kMalformed, SourceId{3}, 17, "bad frame count").ok());
+    REQUIRE(writer.WriteText(CaptureRecordType::kNote, SourceId{0}, 18, "hello").ok());
+    CHECK(writer.records_written() == 9);
+    REQUIRE(writer.Close().ok());
+  }
+  auto r = CaptureReader::Open({path.string()});
+  REQUIRE(r.ok());
+  const auto records = ReadAll(**r);
+  CHECK((*r)->problems().empty());
+  REQUIRE(records.size() == 9);
+  CHECK(records[0].type == CaptureRecordType::kSourceDefinition);
+  CHECK(records[0].source == SourceId{3});
+  CHECK(records[0].text() == R"({"name":"vllm-0"})");
+  CHECK(records[0].recv_ns == 10);
+  CHECK(records[0].offset == kCaptureFileHeaderSize);
+  CHECK(records[1].type == CaptureRecordType::kMessage);
+  REQUIRE(records[1].frames.size() == 3);
+  CHECK(records[1].frames[0] == B("kv-events"));
+  CHECK(records[1].frames[1] == B(std::string_view("\0\0\0\0\0\0\0\1", 8)));
+  CHECK(records[1].frames[2] == B("\x92\xcb"));
+  CHECK(records[2].type == CaptureRecordType::kReplayed);
+  REQUIRE(records[2].frames.size() == 4);
+  CHECK(records[2].frames[0].empty());
+  CHECK(records[2].frames[3].empty());
+  CHECK(records[3].frames.empty());
+  CHECK(records[4].type == CaptureRecordType::kGap);
+  CHECK(records[4].first() == 5);
+  CHECK(records[4].second() == 9);
+  CHECK(records[5].type == CaptureRecordType::kLost);
+  CHECK(records[6].type == CaptureRecordType::kRestart);
+  CHECK(records[6].first() == 800);
+  CHECK(records[7].text() == "bad frame count");
+  CHECK(records[8].type == CaptureRecordType::kNote);
+  for (size_t i = 1; i < records.size(); ++i) CHECK(records[i].offset > records[i - 1].offset);
+}
+
+TEST_CASE("The independent Python reader agrees with the documented layout") {
+  TempDir dir;
+  const fs::path path = dir.path / "py.kvcap";
+  WriteNumbered(path, 5);
+  const fs::path out = dir.path / "out.jsonl";
+  const std::string command = std::string(KVINDEX_PYTHON) + " " +
+                              (test::TestDataDir() / "capture_check.py").string() + " " +
+                              path.string() + " > " + out.string();
+  REQUIRE_MESSAGE(std::system(command.c_str()) == 0, "capture_check.py rejected the capture");
+  std::ifstream in(out);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[0]["type"] == 1);
+  for (int i = 0; i < 5; ++i) {
+    const auto& record = lines[static_cast<size_t>(i) + 1];
+    CHECK(record["type"] == 2);
+    CHECK(record["recv_ns"] == 1000 + i);
+    REQUIRE(record["frames"].size() == 3);
+    CHECK(record["frames"][0] == "6b76");  // "kv"
+  }
+}
+
+TEST_CASE("A capture written by the independent Python writer reads back exactly") {
+  // tests/fuzz/make_capture_corpus.py builds these files from docs/capture-format.md.
+  auto r = CaptureReader::Open(
+      {(test::TestDataDir().parent_path() / "fuzz/corpus/capture/all_types.kvcap").string()});
+  REQUIRE(r.ok());
+  const auto records = ReadAll(**r);
+  CHECK((*r)->problems().empty());
+  REQUIRE(records.size() == 9);
+  const CaptureRecordType expected[] = {
+      CaptureRecordType::kSourceDefinition, CaptureRecordType::kMessage,
+      CaptureRecordType::kReplayed,         CaptureRecordType::kReplayed,
+      CaptureRecordType::kGap,              CaptureRecordType::kLost,
+      CaptureRecordType::kRestart,          CaptureRecordType::kMalformed,
+      CaptureRecordType::kNote};
+  for (size_t i = 0; i < 9; ++i) {
+    CHECK(records[i].type == expected[i]);
+    CHECK(records[i].recv_ns == static_cast<int64_t>(i + 1));
+  }
+  REQUIRE(records[1].frames.size() == 3);
+  CHECK(records[1].frames[0] == B("kv-events"));
+  CHECK(records[3].frames[1] == Bytes(8, std::byte{0xff}));
+  CHECK(records[4].first() == 5);
+  CHECK(records[4].second() == 9);
+  CHECK(records[6].first() == 900);
+  CHECK(records[7].text() == "expected 3 frames, got 2");
+
+  auto torn = CaptureReader::Open(
+      {(test::TestDataDir().parent_path() / "fuzz/corpus/capture/torn_tail.kvcap").string()});
+  REQUIRE(torn.ok());
+  CHECK(ReadAll(**torn).size() == 2);
+  REQUIRE((*torn)->problems().size() == 1);
+  CHECK((*torn)->problems()[0].tail);
+  CHECK((*torn)->problems()[0].skipped_bytes == 20);
+}
+
+TEST_CASE("A capture cut at any byte of its last record reads every record before it") {
+  TempDir dir;
+  const fs::path path = dir.path / "t.kvcap";
+  const auto offsets = WriteNumbered(path, 4);
+  const Bytes whole = ReadBytes(path);
+  const uint64_t last = offsets.back();
+  for (uint64_t cut = last; cut <= whole.size(); ++cut) {
+    CAPTURE(cut);
+    auto r = CaptureReader::FromBuffer(Bytes(whole.begin(), whole.begin() + static_cast<long>(cut)));
+    REQUIRE(r.ok());
+    const auto records = ReadAll(**r);
+    const bool complete = cut == whole.size();
+    CHECK(records.size() == (complete ? 5u : 4u));  // the definition + messages
+    CHECK(records.back().text().find(complete ? "payload-3" : "payload-2") != std::string::npos);
+    if (cut == last || complete) {
+      CHECK((*r)->problems().empty());
+    } else {
+      REQUIRE((*r)->problems().size() == 1);
+      const CaptureProblem& p = (*r)->problems()[0];
+      CHECK(p.tail);
+      CHECK(p.offset == last);
+      CHECK(p.skipped_bytes == cut - last);
+      CHECK(p.status.code() == StatusCode::kCorrupt);
+    }
+  }
+}
+
+TEST_CASE("A flipped byte anywhere in a middle record loses only that record") {
+  TempDir dir;
+  const fs::path path = dir.path / "f.kvcap";
+  const auto offsets = WriteNumbered(path, 5);
+  const Bytes whole = ReadBytes(path);
+  const uint64_t start = offsets[2];
+  const uint64_t end = offsets[3];
+  for (uint64_t at = start; at < end; ++at) {
+    CAPTURE(at);
+    Bytes damaged = whole;
+    damaged[at] ^= std::byte{0x5a};
+    auto r = CaptureReader::FromBuffer(damaged);
+    REQUIRE(r.ok());
+    const auto records = ReadAll(**r);
+    REQUIRE(records.size() == 5u);  // definition + messages 0, 1, 3, 4
+    CHECK(records[3].text().find("payload-3") != std::string::npos);
+    CHECK(records[4].text().find("payload-4") != std::string::npos);
+    REQUIRE((*r)->problems().size() == 1);
+    CHECK((*r)->problems()[0].offset == start);
+    CHECK((*r)->problems()[0].skipped_bytes == end - start);
+    CHECK_FALSE((*r)->problems()[0].tail);
+  }
+}
+
+TEST_CASE("Garbage inserted between records is skipped by scanning to the next good record") {
+  TempDir dir;
+  const fs::path path = dir.path / "g.kvcap";
+  const auto offsets = WriteNumbered(path, 3);
+  Bytes whole = ReadBytes(path);
+  const Bytes junk = B("\xff\xff\xff\x7fjunkjunkjunkjunkjunkjunkjunkjunkjunkjunk");
+  whole.insert(whole.begin() + static_cast<long>(offsets[1]), junk.begin(), junk.end());
+  auto r = CaptureReader::FromBuffer(whole);
+  REQUIRE(r.ok());
+  const auto records = ReadAll(**r);
+  CHECK(records.size() == 4u);
+  REQUIRE((*r)->problems().size() == 1);
+  CHECK((*r)->problems()[0].offset == offsets[1]);
+  CHECK((*r)->problems()[0].skipped_bytes == junk.size());
+}
+
+TEST_CASE("A capture written by a process killed with SIGKILL reads back every complete record") {
+  TempDir dir;
+  const fs::path path = dir.path / "k.kvcap";
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto w = CaptureWriter::Create(path.string());
+    if (!w.ok()) ::_exit(3);
+    for (uint64_t i = 0;; ++i) {
+      Bytes payload(100 + i % 3000, std::byte{0x42});
+      Bytes seq(8);
+      for (int b = 0; b < 8; ++b) seq[static_cast<size_t>(b)] = static_cast<std::byte>(i >> (8 * (7 - b)));
+      std::vector<Bytes> frames = {B("t"), seq, payload};
+      std::vector<std::span<const std::byte>> spans(frames.begin(), frames.end());
+      if (!(*w)->WriteFrames(CaptureRecordType::kMessage, SourceId{0}, static_cast<int64_t>(i), spans).ok()) {
+        ::_exit(4);
+      }
+    }
+  }
+  // Let the child write a few megabytes, then kill it without warning.
+  for (int i = 0; i < 2000 && (!fs::exists(path) || fs::file_size(path) < (4u << 20)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(child, SIGKILL);
+  int wstatus = 0;
+  ::waitpid(child, &wstatus, 0);
+  REQUIRE(WIFSIGNALED(wstatus));
+  auto r = CaptureReader::Open({path.string()});
+  REQUIRE(r.ok());
+  const auto records = ReadAll(**r);
+  REQUIRE(records.size() > 100);
+  // Sequence numbers are contiguous from 0: no complete record was lost or damaged.
+  for (size_t i = 0; i < records.size(); ++i) {
+    REQUIRE(records[i].frames.size() == 3);
+    uint64_t seq = 0;
+    for (std::byte b : records[i].frames[1]) seq = (seq << 8) | static_cast<uint64_t>(b);
+    REQUIRE(seq == i);
+  }
+  // At most the record being written when the kill came is torn.
+  CHECK((*r)->problems().size() <= 1);
+  for (const auto& p : (*r)->problems()) CHECK(p.tail);
+  CHECK((*r)->bytes_read() + kCaptureFileHeaderSize == fs::file_size(path));
+}
+
+TEST_CASE("Rotation splits a capture into self-contained files read in order") {
+  TempDir dir;
+  const fs::path base = dir.path / "rot.kvcap";
+  CaptureWriterOptions options;
+  options.rotate_bytes = 300;
+  std::vector<std::string> paths;
+  {
+    auto w = CaptureWriter::Create(base.string(), options);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->WriteSourceDefinition(SourceId{0}, R"({"name":"a"})", 1).ok());
+    REQUIRE((*w)->WriteSourceDefinition(SourceId{1}, R"({"name":"b"})", 1).ok());
+    for (int i = 0; i < 20; ++i) {
+      REQUIRE(WriteMessage(**w, static_cast<uint32_t>(i % 2), i, {B("t"), B("12345678"), B(std::string(40, 'x'))}).ok());
+    }
+    REQUIRE((*w)->Close().ok());
+    paths = (*w)->paths();
+  }
+  REQUIRE(paths.size() > 3);
+  CHECK(paths[1] == (dir.path / "rot.1.kvcap").string());
+  // Each file on its own starts with both source definitions (after the first).
+  for (size_t i = 1; i < paths.size(); ++i) {
+    auto r = CaptureReader::Open({paths[i]});
+    REQUIRE(r.ok());
+    const auto records = ReadAll(**r);
+    REQUIRE(records.size() >= 2);
+    CHECK(records[0].type == CaptureRecordType::kSourceDefinition);
+    CHECK(records[1].type == CaptureRecordType::kSourceDefinition);
+  }
+  auto r = CaptureReader::Open(paths);
+  REQUIRE(r.ok());
+  int messages = 0;
+  int64_t last_ns = -1;
+  for (const auto& record : ReadAll(**r)) {
+    if (record.type != CaptureRecordType::kMessage) continue;
+    CHECK(record.recv_ns == last_ns + 1);
+    last_ns = record.recv_ns;
+    ++messages;
+  }
+  CHECK(messages == 20);
+  CHECK((*r)->problems().empty());
+}
+
+TEST_CASE("Opening something that is not a capture fails with one clear error") {
+  TempDir dir;
+  auto missing = CaptureReader::Open({(dir.path / "nope.kvcap").string()});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("nope.kvcap") != std::string::npos);
+
+  const fs::path text = dir.path / "trace.jsonl";
+  std::ofstream(text) << R"({"timestamp": 0, "hash_ids": [1]})" << "\n";
+  auto not_capture = CaptureReader::Open({text.string()});
+  REQUIRE_FALSE(not_capture.ok());
+  CHECK(not_capture.status().code() == StatusCode::kMalformed);
+  CHECK(not_capture.status().message().find("not a kvindex capture") != std::string::npos);
+
+  const fs::path good = dir.path / "v.kvcap";
+  WriteNumbered(good, 1);
+  Bytes bytes = ReadBytes(good);
+  bytes[8] = std::byte{9};  // version 9
+  auto future = CaptureReader::FromBuffer(bytes);
+  REQUIRE_FALSE(future.ok());
+  CHECK(future.status().code() == StatusCode::kUnsupported);
+  CHECK(LooksLikeCapture(ReadBytes(good)));
+  CHECK_FALSE(LooksLikeCapture(B("{\"timestamp\"")));
+}
+
+TEST_CASE("The writer refuses to overwrite, and enforces the maximum record size") {
+  TempDir dir;
+  const fs::path path = dir.path / "o.kvcap";
+  WriteNumbered(path, 1);
+  auto again = CaptureWriter::Create(path.string());
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.status().message().find("already exists") != std::string::npos);
+  CaptureWriterOptions overwrite;
+  overwrite.overwrite = true;
+  auto w = CaptureWriter::Create(path.string(), overwrite);
+  REQUIRE(w.ok());
+  Bytes huge(kCaptureMaxBody + 1);
+  const std::span<const std::byte> frame(huge);
+  const Status status = (*w)->WriteFrames(CaptureRecordType::kMessage, SourceId{0}, 0, std::span(&frame, 1));
+  CHECK(status.code() == StatusCode::kLimitExceeded);
+  CHECK((*w)->records_written() == 0);
+  REQUIRE((*w)->Close().ok());
+  CHECK_FALSE((*w)->WriteText(CaptureRecordType::kNote, SourceId{0}, 0, "late").ok());
+}
+
+}  // TEST_SUITE
+
+}  // namespace
+}  // namespace kvindex
