@@ -1,0 +1,41 @@
+#include "kvindex/event_codec.h"
+
+#include <string>
+
+namespace kvindex {
+
+Result<WireFormat> ParseWireFormat(std::string_view name) {
+  for (WireFormat f : {WireFormat::kVllmV09, WireFormat::kVllm, WireFormat::kVllmMap,
+                       WireFormat::kSglang, WireFormat::kMooncake, WireFormat::kMooncakeSeed}) {
+    if (name == WireFormatName(f)) return f;
+  }
+  return Status::InvalidArgument("unknown wire format '" + std::string(name) +
+                                 "' (expected vllm-v0.9, vllm, vllm-map, sglang, mooncake or "
+                                 "mooncake-seed)");
+}
+
+std::string_view WireFormatName(WireFormat format) {
+  switch (format) {
+    case WireFormat::kVllmV09: return "vllm-v0.9";
+    case WireFormat::kVllm: return "vllm";
+    case WireFormat::kVllmMap: return "vllm-map";
+    case WireFormat::kSglang: return "sglang";
+    case WireFormat::kMooncake: return "mooncake";
+    case WireFormat::kMooncakeSeed: return "mooncake-seed";
+  }
+  return "vllm";
+}
+
+Result<EventBatch> DecodeEventBatch(std::span<const std::byte>, FormatHint, WireFormat*) {
+  return Status::Unsupported("event codec: not implemented yet");
+}
+
+Status EncodeEventBatch(const EventBatch&, WireFormat, std::vector<std::byte>&) {
+  return Status::Unsupported("event codec: not implemented yet");
+}
+
+Status CheckEncodable(const EventBatch&, WireFormat) {
+  return Status::Unsupported("event codec: not implemented yet");
+}
+
+}  // namespace kvindex
