@@ -1,0 +1,87 @@
+#include "kvindex/capture_replay.h"
+
+#include "kvindex/source_spec.h"
+
+namespace kvindex {
+
+std::optional<SourceId> CaptureReplayer::Source(SourceId capture_source) const {
+  const auto it = sources_.find(capture_source.value);
+  if (it == sources_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+Status CaptureReplayer::Apply(const CaptureRecord& record) {
+  ++stats_.records;
+  if (record.type == CaptureRecordType::kSourceDefinition) {
+    ++stats_.definitions;
+    const std::string json(record.text());
+    const auto known = sources_.find(record.source.value);
+    if (known != sources_.end()) {
+      // Rotated files repeat definitions; a different one is kept out (the first wins).
+      if (known->second.second != json) ++stats_.conflicting_definitions;
+      return Status::Ok();
+    }
+    auto config = SourceConfigFromJson(json);
+    if (!config.ok()) {
+      return config.status().WithContext("record at byte " + std::to_string(record.offset));
+    }
+    auto id = ingestor_.AddSource(*config);
+    if (!id.ok()) return id.status().WithContext("record at byte " + std::to_string(record.offset));
+    sources_.emplace(record.source.value, std::make_pair(*id, json));
+    return Status::Ok();
+  }
+  if (record.type == CaptureRecordType::kNote) {
+    ++stats_.notes;
+    return Status::Ok();
+  }
+  const auto it = sources_.find(record.source.value);
+  if (it == sources_.end()) {
+    ++stats_.unknown_source_records;
+    return Status::Ok();
+  }
+  const SourceId source = it->second.first;
+  switch (record.type) {
+    case CaptureRecordType::kMessage:
+      ++stats_.messages;
+      ingestor_.OnMessage(source, record.frames, record.recv_ns);
+      break;
+    case CaptureRecordType::kReplayed:
+      ++stats_.replayed;
+      ingestor_.OnReplayReply(source, record.frames, record.recv_ns);
+      break;
+    case CaptureRecordType::kLost:
+      // The live subscriber gave up here (timeout or end marker): so does the replay.
+      stats_.recorded_lost += record.second();
+      ingestor_.GiveUp(source);
+      break;
+    case CaptureRecordType::kGap:
+      ++stats_.recorded_gaps;
+      break;
+    case CaptureRecordType::kRestart:
+      ++stats_.recorded_restarts;
+      break;
+    case CaptureRecordType::kMalformed:
+      ++stats_.recorded_malformed;
+      break;
+    case CaptureRecordType::kSourceDefinition:
+    case CaptureRecordType::kNote:
+      break;
+  }
+  return Status::Ok();
+}
+
+Status CaptureReplayer::ApplyAll(CaptureReader& reader,
+                                 const std::function<void(const CaptureRecord&)>& after_record) {
+  CaptureRecord record;
+  while (reader.Next(record)) {
+    const Status status = Apply(record);
+    if (!status.ok()) {
+      const std::string& file = reader.paths()[record.file_index];
+      return status.WithContext(file);
+    }
+    if (after_record) after_record(record);
+  }
+  return reader.io_status();
+}
+
+}  // namespace kvindex

@@ -1,0 +1,175 @@
+#include "kvindex/ingest.h"
+
+#include <cassert>
+
+#include "kvindex/event_codec.h"
+
+namespace kvindex {
+namespace {
+
+FormatHint HintFor(const SourceConfig& config) {
+  if (config.format == "vllm") return FormatHint::kVllm;
+  if (config.format == "sglang") return FormatHint::kSglang;
+  if (config.format == "mooncake") return FormatHint::kMooncake;
+  return FormatHint::kAuto;
+}
+
+// A decoded batch waiting in the sequencer, with when it arrived.
+struct Pending {
+  EventBatch batch;
+  int64_t recv_ns = 0;
+};
+
+}  // namespace
+
+std::string SourceDisplayName(const SourceConfig& config) {
+  if (!config.dp_rank) return config.name;
+  return config.name + "/dp" + std::to_string(*config.dp_rank);
+}
+
+struct Ingestor::Source {
+  SourceId id;
+  SourceId index_id;
+  SourceConfig config;
+  FormatHint hint = FormatHint::kAuto;
+  SourceSequencer<Pending> sequencer;
+  SourceCounters counters;
+  explicit Source(SequencerOptions options) : sequencer(options) {}
+};
+
+// Turns the sequencer's decisions into index operations and observations.
+struct Ingestor::SinkAdapter {
+  Ingestor& self;
+  Source& source;
+  void Apply(uint64_t seq, Pending&& pending) {
+    if (self.index_ != nullptr) {
+      auto result = self.index_->Apply(source.index_id, pending.batch);
+      if (result.ok()) source.counters.index += *result;
+    }
+    source.counters.events += pending.batch.events.size();
+    source.counters.event_errors += pending.batch.errors.size();
+    if (self.observer_ != nullptr) {
+      self.observer_->OnApplied(source.id, seq, pending.recv_ns, pending.batch);
+    }
+  }
+  void Clear() {
+    if (self.index_ != nullptr) {
+      auto result = self.index_->ClearSource(source.index_id);
+      if (result.ok()) source.counters.index += *result;
+    }
+  }
+  void RequestReplay(uint64_t from) {
+    if (self.observer_ != nullptr) self.observer_->OnReplayRequest(source.id, from);
+  }
+  void Lost(uint64_t first, uint64_t count) {
+    if (self.observer_ != nullptr) self.observer_->OnLost(source.id, first, count);
+  }
+};
+
+Ingestor::Ingestor(PrefixIndex* index, IngestObserver* observer, SequencerOptions options)
+    : index_(index), observer_(observer), options_(options) {}
+
+Ingestor::~Ingestor() = default;
+
+Result<SourceId> Ingestor::AddSource(const SourceConfig& config) {
+  auto source = std::make_unique<Source>(options_);
+  source->id = SourceId{static_cast<uint32_t>(sources_.size())};
+  source->config = config;
+  source->hint = HintFor(config);
+  if (index_ != nullptr) {
+    KVINDEX_ASSIGN_OR_RETURN(source->index_id, index_->AddSource(config));
+  }
+  sources_.push_back(std::move(source));
+  return sources_.back()->id;
+}
+
+Ingestor::Source& Ingestor::At(SourceId source) {
+  assert(source.value < sources_.size());
+  return *sources_[source.value];
+}
+const Ingestor::Source& Ingestor::At(SourceId source) const {
+  assert(source.value < sources_.size());
+  return *sources_[source.value];
+}
+
+void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
+                    int64_t recv_ns, bool replayed) {
+  SinkAdapter sink{*this, source};
+  const SequencerCounters before = source.sequencer.counters();
+  const std::optional<uint64_t> previous = source.sequencer.watermark();
+  std::optional<Pending> pending;
+  auto decoded = DecodeEventBatch(payload, source.hint);
+  if (decoded.ok()) {
+    pending.emplace(Pending{std::move(decoded).value(), recv_ns});
+  } else if (observer_ != nullptr) {
+    observer_->OnMalformed(source.id, decoded.status().WithContext(
+                                          (replayed ? "replayed seq " : "seq ") + std::to_string(seq)));
+  }
+  if (replayed) {
+    source.sequencer.OnReplayed(seq, std::move(pending), sink);
+  } else {
+    source.sequencer.OnLive(seq, std::move(pending), sink);
+  }
+  const SequencerCounters& after = source.sequencer.counters();
+  if (observer_ != nullptr) {
+    if (after.gaps != before.gaps) {
+      observer_->OnGap(source.id, previous ? *previous + 1 : 0, seq);
+    }
+    if (after.restarts != before.restarts) {
+      observer_->OnRestart(source.id, previous.value_or(0), seq);
+    }
+  }
+  source.counters.sequence = after;
+}
+
+void Ingestor::OnMessage(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  Source& source = At(id);
+  auto message = ParseEventMessage(frames);
+  if (!message.ok()) {
+    ++source.counters.frame_errors;
+    if (observer_ != nullptr) observer_->OnMalformed(id, message.status());
+    return;
+  }
+  Feed(source, message->seq, message->payload, recv_ns, /*replayed=*/false);
+}
+
+void Ingestor::OnReplayReply(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  Source& source = At(id);
+  auto reply = ParseReplayReply(frames);
+  if (!reply.ok()) {
+    ++source.counters.replay_frame_errors;
+    if (observer_ != nullptr) observer_->OnMalformed(id, reply.status().WithContext("replay reply"));
+    return;
+  }
+  if (reply->kind == ReplayReply::Kind::kEnd) {
+    SinkAdapter sink{*this, source};
+    source.sequencer.OnReplayEnd(sink);
+    source.counters.sequence = source.sequencer.counters();
+    return;
+  }
+  Feed(source, reply->seq, reply->payload, recv_ns, /*replayed=*/true);
+}
+
+void Ingestor::StartBackfill(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  source.sequencer.StartBackfill(sink);
+  source.counters.sequence = source.sequencer.counters();
+}
+
+void Ingestor::GiveUp(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  source.sequencer.GiveUp(sink);
+  source.counters.sequence = source.sequencer.counters();
+}
+
+bool Ingestor::replay_outstanding(SourceId source) const {
+  return At(source).sequencer.replay_outstanding();
+}
+bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
+const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }
+size_t Ingestor::source_count() const { return sources_.size(); }
+
+}  // namespace kvindex
