@@ -19,7 +19,7 @@ namespace {
 constexpr std::byte kMagic[8] = {std::byte{0x89}, std::byte{'K'}, std::byte{'V'},  std::byte{'C'},
                                  std::byte{'A'},  std::byte{'P'}, std::byte{'\r'}, std::byte{'\n'}};
 constexpr size_t kMinReadChunk = 1u << 20;
-constexpr uint8_t kMaxRecordType = static_cast<uint8_t>(CaptureRecordType::kNote);
+constexpr uint8_t kMaxRecordType = static_cast<uint8_t>(CaptureRecordType::kTimeout);
 
 void PutLe16(std::byte* p, uint16_t v) { std::memcpy(p, &v, 2); }
 void PutLe32(std::byte* p, uint32_t v) { std::memcpy(p, &v, 4); }
@@ -90,6 +90,7 @@ std::string_view CaptureRecordTypeName(CaptureRecordType type) {
     case CaptureRecordType::kRestart: return "restart";
     case CaptureRecordType::kMalformed: return "malformed";
     case CaptureRecordType::kNote: return "note";
+    case CaptureRecordType::kTimeout: return "timeout";
   }
   return "unknown";
 }

@@ -49,10 +49,14 @@ Status CaptureReplayer::Apply(const CaptureRecord& record) {
       ++stats_.replayed;
       ingestor_.OnReplayReply(source, record.frames, record.recv_ns);
       break;
-    case CaptureRecordType::kLost:
-      // The live subscriber gave up here (timeout or end marker): so does the replay.
-      stats_.recorded_lost += record.second();
+    case CaptureRecordType::kTimeout:
+      // The live subscriber stopped waiting for a replay here: so does the replay. (Losses found
+      // from the replay's own content are recomputed; kLost records are informational.)
+      ++stats_.recorded_timeouts;
       ingestor_.GiveUp(source);
+      break;
+    case CaptureRecordType::kLost:
+      stats_.recorded_lost += record.second();
       break;
     case CaptureRecordType::kGap:
       ++stats_.recorded_gaps;

@@ -48,6 +48,8 @@ enum class CaptureRecordType : uint8_t {
   kRestart = 6,           // body: le64 previous watermark, le64 new seq
   kMalformed = 7,         // body: UTF-8 reason (the message itself is its own kMessage record)
   kNote = 8,              // body: UTF-8 free text (e.g. "recording started", rotation reasons)
+  kTimeout = 9,           // body: le64 watermark, le64 0: the subscriber stopped waiting for a
+                          // replay here (replay re-applies this decision)
 };
 
 // Returns e.g. "message"; "unknown" for a value outside the enum.

@@ -1,7 +1,7 @@
 // Applying a capture: every record of a CaptureReader through an Ingestor, exactly as the live
 // subscriber saw it (SPEC §5). Source definitions define sources (capture source ids are mapped to
 // the ingestor's), live messages and replay replies go through the sequence rules, and a recorded
-// `lost` observation gives up where the live subscriber gave up, so the offline state equals the
+// `timeout` gives up where the live subscriber gave up waiting, so the offline state equals the
 // live state at every point of the capture.
 //
 // Thread safety: one thread.
@@ -28,6 +28,7 @@ struct CaptureReplayStats {
   uint64_t recorded_lost = 0;  // batches
   uint64_t recorded_restarts = 0;
   uint64_t recorded_malformed = 0;
+  uint64_t recorded_timeouts = 0;
   uint64_t notes = 0;
   uint64_t conflicting_definitions = 0;  // a source id redefined differently (the first wins)
   uint64_t unknown_source_records = 0;   // records of a source id never defined (skipped)
