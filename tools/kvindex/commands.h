@@ -22,6 +22,9 @@ struct CommandOutcome {
 // Registration functions, one per subcommand file, are declared here as they arrive, e.g.
 //   void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
 
+// `replay`: request traces through the simulator (replay.cpp).
+void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_COMMANDS_H_

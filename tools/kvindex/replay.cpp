@@ -1,0 +1,309 @@
+// `kvindex replay INPUT`: offline replay. For a request trace (SPEC §6) it simulates a cluster
+// for every configuration of a grid (policies × capacities × routers × instance counts), in
+// parallel, and reports hit rates. Capture files (SPEC §5) are recognised by DetectInput() and
+// will be handled here once the capture reader exists.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kvindex/request_trace.h"
+#include "kvindex/sim/simulator.h"
+#include "report.h"
+
+namespace kvindex::cli {
+namespace {
+
+struct ReplayOptions {
+  std::string input;
+  uint32_t block_tokens = 0;  // 0 = the trace format's own
+  uint64_t max_requests = 0;  // 0 = all
+  bool skip_bad = false;
+  std::string capacity = "inf";
+  std::string policy = "lru";
+  std::string router = "round-robin";
+  std::string instances = "1";
+  uint64_t seed = 0;
+  uint32_t threads = 0;  // 0 = hardware concurrency
+  std::string json;      // empty = none; "-" = stdout
+};
+
+enum class InputKind { kTrace };
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                  : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+Result<uint64_t> ParsePositive(const std::string& flag, const std::string& item) {
+  uint64_t value = 0;
+  bool ok = !item.empty() && item.size() <= 19;
+  for (char c : item) {
+    if (c < '0' || c > '9') ok = false;
+  }
+  if (ok) value = std::stoull(item);
+  if (!ok || value == 0) {
+    return Status::InvalidArgument(flag + ": '" + item + "' is not a positive integer");
+  }
+  return value;
+}
+
+struct Grid {
+  std::vector<sim::PolicyKind> policies;
+  std::vector<uint64_t> capacities;
+  std::vector<sim::RouterKind> routers;
+  std::vector<uint32_t> instances;
+};
+
+Result<Grid> ParseGrid(const ReplayOptions& options) {
+  Grid grid;
+  for (const std::string& item : SplitList(options.policy)) {
+    auto policy = sim::ParsePolicy(item);
+    if (!policy) {
+      return Status::InvalidArgument("--policy: unknown policy '" + item +
+                                     "' (lru, lfu, fifo, prefix-lru)");
+    }
+    grid.policies.push_back(*policy);
+  }
+  for (const std::string& item : SplitList(options.capacity)) {
+    if (item == "inf") {
+      grid.capacities.push_back(sim::kInfiniteCapacity);
+      continue;
+    }
+    KVINDEX_ASSIGN_OR_RETURN(uint64_t capacity, ParsePositive("--capacity", item));
+    grid.capacities.push_back(capacity);
+  }
+  for (const std::string& item : SplitList(options.router)) {
+    auto router = sim::ParseRouter(item);
+    if (!router) {
+      return Status::InvalidArgument(
+          "--router: unknown router '" + item +
+          "' (round-robin, random, least-loaded, cache-aware, session)");
+    }
+    grid.routers.push_back(*router);
+  }
+  for (const std::string& item : SplitList(options.instances)) {
+    KVINDEX_ASSIGN_OR_RETURN(uint64_t n, ParsePositive("--instances", item));
+    if (n > 4096) return Status::InvalidArgument("--instances: " + item + " is above 4096");
+    grid.instances.push_back(static_cast<uint32_t>(n));
+  }
+  return grid;
+}
+
+// Tells what kind of file `path` is from its first bytes. A request trace is JSON Lines whose
+// first non-blank character is '{'. (Capture files, SPEC §5, will be recognised by their magic.)
+Result<InputKind> DetectInput(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
+  }
+  char buf[4096];
+  in.read(buf, sizeof buf);
+  const std::streamsize n = in.gcount();
+  for (std::streamsize i = 0; i < n; ++i) {
+    const char c = buf[i];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+    if (c == '{') return InputKind::kTrace;
+    break;
+  }
+  if (n == 0) return Status::Malformed(path + ": empty file: not a request trace");
+  return Status::Malformed(path +
+                           ": not a request trace (JSON Lines of objects) or a capture file");
+}
+
+std::string CapacityText(uint64_t capacity) {
+  return capacity == sim::kInfiniteCapacity ? "inf" : std::to_string(capacity);
+}
+
+nlohmann::json CountsJson(const sim::SimCounts& c) {
+  return {{"requests", c.requests},
+          {"blocks", c.blocks},
+          {"prefix_hit_blocks", c.prefix_hit_blocks},
+          {"any_hit_blocks", c.any_hit_blocks},
+          {"evictions", c.evictions},
+          {"input_tokens", c.input_tokens},
+          {"prefix_hit_tokens", c.prefix_hit_tokens},
+          {"resident_blocks", c.resident_blocks},
+          {"prefix_block", c.prefix_block()},
+          {"any_block", c.any_block()},
+          {"prefix_token", c.prefix_token()}};
+}
+
+nlohmann::json RowJson(const sim::SimReport& report) {
+  const sim::SimConfig& config = report.config;
+  nlohmann::json row = {
+      {"policy", sim::PolicyName(config.policy)},
+      {"capacity", config.capacity == sim::kInfiniteCapacity ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(config.capacity)},
+      {"router", sim::RouterName(config.router)},
+      {"instances", config.instances},
+      {"seed", config.seed},
+      {"block_tokens", config.block_tokens}};
+  row.update(CountsJson(report.total));
+  nlohmann::json per = nlohmann::json::array();
+  for (size_t i = 0; i < report.per_instance.size(); ++i) {
+    nlohmann::json one = {{"instance", i}};
+    one.update(CountsJson(report.per_instance[i]));
+    per.push_back(std::move(one));
+  }
+  row["per_instance"] = std::move(per);
+  return row;
+}
+
+Status RunTraceReplay(const ReplayOptions& options) {
+  KVINDEX_ASSIGN_OR_RETURN(Grid grid, ParseGrid(options));
+  TraceReaderOptions reader_options;
+  reader_options.skip_bad = options.skip_bad;
+  reader_options.max_requests = options.max_requests;
+  KVINDEX_ASSIGN_OR_RETURN(Trace trace, ReadTrace(options.input, reader_options));
+  if (trace.skipped_lines > 0) {
+    std::fprintf(stderr, "kvindex replay: skipped %llu bad line(s); first: %s\n",
+                 static_cast<unsigned long long>(trace.skipped_lines),
+                 trace.first_skip_error.c_str());
+  }
+  if (trace.requests.empty()) return Status::Malformed(options.input + ": no requests");
+  KVINDEX_ASSIGN_OR_RETURN(sim::PreparedTrace prepared, sim::PreparedTrace::Prepare(trace));
+  const uint32_t block_tokens =
+      options.block_tokens != 0 ? options.block_tokens : DefaultBlockTokens(trace.format);
+
+  std::vector<sim::SimConfig> configs;
+  for (sim::PolicyKind policy : grid.policies) {
+    for (uint64_t capacity : grid.capacities) {
+      for (sim::RouterKind router : grid.routers) {
+        for (uint32_t instances : grid.instances) {
+          sim::SimConfig config;
+          config.policy = policy;
+          config.capacity = capacity;
+          config.router = router;
+          config.instances = instances;
+          config.seed = options.seed;
+          config.block_tokens = block_tokens;
+          configs.push_back(config);
+        }
+      }
+    }
+  }
+
+  // Each configuration is independent: workers take the next index until none is left; results
+  // land in their grid position, so the output order never depends on scheduling.
+  std::vector<std::optional<Result<sim::SimReport>>> results(configs.size());
+  unsigned threads = options.threads != 0 ? options.threads : std::thread::hardware_concurrency();
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(configs.size())));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < configs.size(); i = next++) {
+      results[i].emplace(sim::Simulate(prepared, configs[i]));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  TextTable table({"policy", "capacity", "router", "instances", "requests", "blocks",
+                   "prefix_hits", "any_hits", "evictions", "prefix_block", "any_block",
+                   "prefix_token"});
+  nlohmann::json rows = nlohmann::json::array();
+  for (auto& result : results) {
+    if (!result->ok()) return result->status();
+    const sim::SimReport& report = result->value();
+    const sim::SimCounts& t = report.total;
+    table.AddRow({std::string(sim::PolicyName(report.config.policy)),
+                  CapacityText(report.config.capacity),
+                  std::string(sim::RouterName(report.config.router)),
+                  std::to_string(report.config.instances), FormatCount(t.requests),
+                  FormatCount(t.blocks), FormatCount(t.prefix_hit_blocks),
+                  FormatCount(t.any_hit_blocks), FormatCount(t.evictions),
+                  FormatPercent(t.prefix_block()), FormatPercent(t.any_block()),
+                  FormatPercent(t.prefix_token())});
+    rows.push_back(RowJson(report));
+  }
+
+  if (options.json != "-") {
+    std::printf("trace %s: %s format, %s requests, %s blocks (%s distinct), %u tokens per block\n",
+                options.input.c_str(), std::string(TraceFormatName(trace.format)).c_str(),
+                FormatCount(prepared.requests()).c_str(),
+                FormatCount(prepared.blocks().size()).c_str(),
+                FormatCount(prepared.distinct_blocks()).c_str(), block_tokens);
+    std::fputs(table.Render().c_str(), stdout);
+    std::fflush(stdout);
+  }
+  if (!options.json.empty()) {
+    nlohmann::json doc = {{"trace", options.input},
+                          {"format", TraceFormatName(trace.format)},
+                          {"block_tokens", block_tokens},
+                          {"skipped_lines", trace.skipped_lines},
+                          {"results", std::move(rows)}};
+    KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, doc));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunReplay(const ReplayOptions& options) {
+  // Usage errors first, before touching the input.
+  KVINDEX_RETURN_IF_ERROR(ParseGrid(options).status());
+  KVINDEX_ASSIGN_OR_RETURN(InputKind kind, DetectInput(options.input));
+  switch (kind) {
+    case InputKind::kTrace:
+      return RunTraceReplay(options);
+  }
+  return Status::Internal("unknown input kind");
+}
+
+void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
+  auto options = std::make_shared<ReplayOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Simulate a request trace (Mooncake FAST'25 or Qwen-Bailian JSONL) on a cluster: hit rates "
+      "per eviction policy, capacity, router and instance count");
+  cmd->add_option("INPUT", options->input, "Request trace (.jsonl)")->required();
+  cmd->add_option("--block-tokens", options->block_tokens,
+                  "Tokens per block, for token hit rates (default: 512 Mooncake, 16 Bailian)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-requests", options->max_requests,
+                  "Read only the first N requests of the file (default: all)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--skip-bad", options->skip_bad,
+                "Skip and count bad lines instead of failing on the first");
+  cmd->add_option("--capacity", options->capacity,
+                  "Cache blocks per instance, comma list; 'inf' = unbounded (default: inf)");
+  cmd->add_option("--policy", options->policy,
+                  "Eviction policies, comma list: lru, lfu, fifo, prefix-lru (default: lru)");
+  cmd->add_option("--router", options->router,
+                  "Routers, comma list: round-robin, random, least-loaded, cache-aware, session "
+                  "(default: round-robin)");
+  cmd->add_option("--instances", options->instances,
+                  "Instance counts, comma list (default: 1)");
+  cmd->add_option("--seed", options->seed, "Seed of the random router (SplitMix64; default 0)");
+  cmd->add_option("--threads", options->threads,
+                  "Configurations simulated in parallel (default: hardware concurrency)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--json", options->json, "Write {\"results\": [row...]} to FILE ('-' = stdout)");
+  cmd->callback([options, &outcome] {
+    outcome.command = "replay";
+    outcome.status = RunReplay(*options);
+  });
+}
+
+}  // namespace kvindex::cli

@@ -1,0 +1,87 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+namespace kvindex::cli {
+namespace {
+
+bool LooksNumeric(const std::string& cell) {
+  if (cell.empty()) return false;
+  if (cell == "inf") return true;
+  return std::all_of(cell.begin(), cell.end(), [](char c) {
+    return (c >= '0' && c <= '9') || c == ',' || c == '.' || c == '%' || c == '-';
+  });
+}
+
+}  // namespace
+
+std::string TextTable::Render() const {
+  std::vector<size_t> width(header_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row, bool is_header) {
+    std::string line;
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : std::string();
+      const std::string pad(width[i] - cell.size(), ' ');
+      if (i > 0) line += "  ";
+      if (!is_header && LooksNumeric(cell)) {
+        line += pad + cell;
+      } else {
+        line += cell + pad;
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header_, true);
+  for (const auto& row : rows_) emit(row, false);
+  return out;
+}
+
+std::string FormatCount(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string FormatPercent(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", ratio * 100.0);
+  return buf;
+}
+
+Status WriteJson(const std::string& path, const nlohmann::json& value) {
+  const std::string text =
+      value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return Status::Ok();
+  }
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    return Status::IoError(path + ": cannot write: " + std::strerror(errno));
+  }
+  const size_t written = std::fwrite(text.data(), 1, text.size(), file);
+  const bool closed = std::fclose(file) == 0;
+  if (written != text.size() || !closed) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace kvindex::cli

@@ -1,0 +1,41 @@
+// Shared output helpers for the subcommands: an aligned text table for stdout and `--json FILE`
+// writing (`-` = stdout), so every subcommand prints the same way (SPEC §1).
+#ifndef KVINDEX_TOOLS_REPORT_H_
+#define KVINDEX_TOOLS_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvindex/status.h"
+
+namespace kvindex::cli {
+
+// A text table: a header row, then rows of cells. Numeric-looking cells are right-aligned, others
+// left-aligned; columns are separated by two spaces.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // The table, one line per row, header first, each line ending in '\n'.
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "12,031": an integer with thousands separators.
+std::string FormatCount(uint64_t value);
+// "36.64%": a ratio in [0, 1] as a percentage with two decimals.
+std::string FormatPercent(double ratio);
+
+// Writes `value` (pretty-printed, with a final newline) to `path`, or to stdout when `path` is
+// "-". Fails with kIoError naming the path.
+Status WriteJson(const std::string& path, const nlohmann::json& value);
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_REPORT_H_
