@@ -115,7 +115,7 @@ TEST_SUITE("prefix_index") {
     CHECK(m->instances[0].longest_matched == 2);
     CHECK(m->instances[1].instance == "B");
     CHECK(m->instances[1].longest_matched == 0);
-    CHECK(m->instances[1].dp == std::vector<DpTokens>{});
+    CHECK(m->instances[1].dp == std::vector<DpTokens>{{0, 0}});  // engine sources default to rank 0
     MatchQuery only_b = Query();
     only_b.instances = {"B", "nope"};
     auto b = index.MatchTokens(only_b, kPrompt);
@@ -340,10 +340,10 @@ TEST_SUITE("prefix_index") {
     PrefixIndex index(IndexOptions{.max_blocks = 64});
     const SourceId a = Add(index, Engine("A"));
     std::atomic<bool> stop{false};
+    std::atomic<int> failures{0};
     std::thread reader([&] {
       while (!stop.load()) {
-        auto m = index.MatchTokens(Query(), kPrompt);
-        REQUIRE(m.ok());
+        if (!index.MatchTokens(Query(), kPrompt).ok()) failures.fetch_add(1);
       }
     });
     for (uint32_t i = 0; i < 2000; ++i) {
@@ -351,6 +351,7 @@ TEST_SUITE("prefix_index") {
     }
     stop = true;
     reader.join();
+    CHECK(failures.load() == 0);
     CHECK(index.stats().blocks == 64);
   }
 

@@ -1116,7 +1116,7 @@ Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
                                    ": serves=* cannot be combined with instance names");
   }
   Impl& im = *impl_;
-  std::unique_lock<RwLock> guard(im.lock);
+  im.WLock();
   uint32_t ii;
   auto it = im.instance_by_name.find(config.name);
   if (it == im.instance_by_name.end()) {
@@ -1166,6 +1166,10 @@ Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
       if (found != im.instance_by_name.end()) s.serves.push_back(found->second);
     }
   }
+  // The configured rank is known (and reported, zeros included) before any event arrives.
+  const Source& added = im.sources[sid];
+  im.HolderFor(sid, im.RankFor(added, std::nullopt, std::nullopt), true);
+  im.WUnlock();
   return SourceId{sid};
 }
 
