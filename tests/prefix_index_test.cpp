@@ -441,7 +441,7 @@ TEST_SUITE("prefix_index") {
     const SourceId s = Add(index, Store("S", {}));
     BlockStored e = Stored({1}, std::nullopt, {101, 15});
     e.wire.object_key = "k1";
-    StoreUpdate u{"k1", {Replica{Tier::Cpu(), "tcp://h:1"}, Replica{Tier::Disk(), "/f"}}};
+    StoreUpdate u{"k1", {Replica{Tier::Cpu(), "tcp://h:1", {}}, Replica{Tier::Disk(), "/f", {}}}};
     Apply(index, s, Batch({e, u}));
     InstanceMatch m = MatchOne(index, Query(), kPrompt, "S");
     CHECK(m.longest_matched == 2);
@@ -449,15 +449,15 @@ TEST_SUITE("prefix_index") {
     CHECK(m.disk == 2);
     CHECK(m.gpu == 0);
     // A full replica set without disk removes DISK presence only.
-    Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "tcp://h:1"}}}}));
+    Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "tcp://h:1", {}}}}}));
     m = MatchOne(index, Query(), kPrompt, "S");
     CHECK(m.cpu == 2);
     CHECK(m.disk == 0);
     // An empty set removes the object; a later update for it is unmapped.
     Apply(index, s, Batch({StoreUpdate{"k1", {}}}));
     CHECK(MatchOne(index, Query(), kPrompt, "S").longest_matched == 0);
-    CHECK(Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "x"}}}})).unmapped == 1);
-    CHECK(Apply(index, s, Batch({StoreUpdate{"never", {Replica{Tier::Cpu(), "x"}}}})).unmapped == 1);
+    CHECK(Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "x", {}}}}})).unmapped == 1);
+    CHECK(Apply(index, s, Batch({StoreUpdate{"never", {Replica{Tier::Cpu(), "x", {}}}}})).unmapped == 1);
   }
 
   TEST_CASE("B47: a Mooncake batch with dp_rank -1 reports no DP key \"-1\"") {
