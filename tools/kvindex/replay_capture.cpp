@@ -1,0 +1,274 @@
+#include "replay_capture.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "capture_tools.h"
+#include "kvindex/query_json.h"
+#include "report.h"
+
+namespace kvindex::cli {
+namespace {
+
+using nlohmann::json;
+
+json HashList(const std::vector<EngineHash>& hashes) {
+  json out = json::array();
+  for (EngineHash h : hashes) out.push_back(h.value);
+  return out;
+}
+
+json OptionalText(const std::optional<std::string>& text) {
+  return text ? json(*text) : json(nullptr);
+}
+
+// One applied event as SPEC §5's --dump line.
+json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch,
+              const Event& event) {
+  json line = {{"source", SourceDisplayName(source)}, {"instance", source.name}};
+  const EventScopeFields* scope = std::visit(
+      [](const auto& e) -> const EventScopeFields* {
+        if constexpr (requires { e.scope; }) {
+          return &e.scope;
+        } else {
+          return nullptr;
+        }
+      },
+      event);
+  std::optional<DpRank> rank = batch.dp_rank;
+  if (scope != nullptr && scope->dp_rank) rank = scope->dp_rank;
+  if (!rank) rank = source.dp_rank;
+  line["dp_rank"] = rank ? json(*rank) : json(nullptr);
+  line["seq"] = seq;
+  line["ts"] = batch.ts;
+  line["recv_ns"] = recv_ns;
+  line["parent_block_hash"] = nullptr;
+  line["token_ids"] = json::array();
+  line["block_size"] = nullptr;
+  line["tier"] = nullptr;
+  line["lora_name"] = scope != nullptr ? OptionalText(scope->lora_name) : json(nullptr);
+  line["lora_id"] = scope != nullptr && scope->lora_id ? json(*scope->lora_id) : json(nullptr);
+  if (const auto* stored = std::get_if<BlockStored>(&event)) {
+    line["type"] = "stored";
+    line["block_hashes"] = HashList(stored->block_hashes);
+    if (stored->parent) line["parent_block_hash"] = stored->parent->value;
+    line["token_ids"] = stored->token_ids;
+    line["block_size"] = stored->scope.block_size ? json(*stored->scope.block_size)
+                                                  : (source.block_size ? json(source.block_size)
+                                                                       : json(nullptr));
+    line["tier"] = std::string(stored->tier.value_or(Tier::Gpu()).name());
+    if (stored->wire.object_key) line["key"] = *stored->wire.object_key;
+  } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
+    line["type"] = "removed";
+    line["block_hashes"] = HashList(removed->block_hashes);
+    line["tier"] = std::string(removed->tier.value_or(Tier::Gpu()).name());
+  } else if (const auto* cleared = std::get_if<AllCleared>(&event)) {
+    line["type"] = "cleared";
+    line["block_hashes"] = json::array();
+    if (cleared->tier) line["tier"] = std::string(cleared->tier->name());
+  } else if (const auto* update = std::get_if<StoreUpdate>(&event)) {
+    // A Mooncake store object's full replica set: an empty set removed the object.
+    line["type"] = update->replicas.empty() ? "removed" : "stored";
+    line["block_hashes"] = json::array();
+    line["key"] = update->key;
+    json tiers = json::array();
+    for (const Replica& replica : update->replicas) tiers.push_back(std::string(replica.tier.name()));
+    line["tiers"] = std::move(tiers);
+  }
+  return line;
+}
+
+struct PendingQuery {
+  std::string id;  // as given (string or number), rendered as JSON
+  json id_json;
+  QueryRequest request;
+  std::optional<json> expect;
+  size_t line = 0;
+  bool answered = false;
+};
+
+Result<std::vector<PendingQuery>> ReadQueries(const std::string& path,
+                                              std::multimap<std::pair<std::string, uint64_t>, size_t>& after) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot open queries file");
+  std::vector<PendingQuery> queries;
+  std::string text;
+  size_t line_number = 0;
+  while (std::getline(in, text)) {
+    ++line_number;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ": line " + std::to_string(line_number);
+    json line;
+    try {
+      line = json::parse(text);
+    } catch (const json::exception&) {
+      return Status::InvalidArgument(where + ": invalid JSON");
+    }
+    if (!line.is_object() || !line.contains("query") || !line["query"].is_object()) {
+      return Status::InvalidArgument(where + ": expected {\"id\", \"query\": {...}, \"after\"?, \"expect\"?}");
+    }
+    PendingQuery q;
+    q.line = line_number;
+    q.id_json = line.value("id", json(line_number));
+    auto request = ParseQueryRequest(line["query"].dump());
+    if (!request.ok()) return request.status().WithContext(where + ": query");
+    q.request = std::move(request).value();
+    if (line.contains("expect") && !line["expect"].is_null()) {
+      if (!line["expect"].is_object()) return Status::InvalidArgument(where + ": expect must be an object");
+      q.expect = line["expect"];
+    }
+    if (line.contains("after") && !line["after"].is_null()) {
+      const json& a = line["after"];
+      if (!a.is_object() || !a.contains("source") || !a["source"].is_string() ||
+          !a.contains("seq") || !a["seq"].is_number_unsigned()) {
+        return Status::InvalidArgument(where + ": after must be {\"source\": name, \"seq\": n}");
+      }
+      after.emplace(std::make_pair(a["source"].get<std::string>(), a["seq"].get<uint64_t>()),
+                    queries.size());
+    }
+    queries.push_back(std::move(q));
+  }
+  return queries;
+}
+
+Result<PrefixMatch> Answer(const PrefixIndex& index, const QueryRequest& request) {
+  switch (request.kind) {
+    case QueryKind::kTokens: return index.MatchTokens(request.match, request.tokens);
+    case QueryKind::kEngineHashes: return index.MatchEngineHashes(request.match, request.engine_hashes);
+    case QueryKind::kPrefixHashes: return index.MatchPrefixHashes(request.match, request.prefix_hashes);
+  }
+  return Status::Internal("unknown query kind");
+}
+
+// Aggregates over the answered queries (stderr and --json).
+struct QueryTotals {
+  uint64_t answered = 0;
+  uint64_t checked = 0;
+  uint64_t mismatches = 0;
+  uint64_t tokens = 0;         // full-block tokens asked about (best instance's block size)
+  uint64_t best_matched = 0;   // Σ over queries of the best instance's longest_matched
+};
+
+}  // namespace
+
+Status RunCaptureReplay(const CaptureReplayArgs& args) {
+  std::multimap<std::pair<std::string, uint64_t>, size_t> after;
+  std::vector<PendingQuery> queries;
+  if (!args.queries.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(queries, ReadQueries(args.queries, after));
+  }
+  std::vector<std::string> differences;
+  QueryTotals totals;
+  LoadedCapture* loaded_ptr = nullptr;
+  std::string out;  // stdout buffer, flushed in chunks
+
+  auto flush = [&](bool force) {
+    if (out.size() >= (1u << 16) || (force && !out.empty())) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  };
+  auto answer = [&](PendingQuery& q) {
+    q.answered = true;
+    ++totals.answered;
+    auto match = Answer(loaded_ptr->index(), q.request);
+    json data = json::object();
+    if (match.ok()) {
+      data = json::parse(RenderQueryAnswer(*match, q.request.match.tenant))["data"];
+      uint64_t best = 0;
+      for (const InstanceMatch& m : match->instances) best = std::max(best, m.longest_matched);
+      totals.best_matched += best;
+      if (q.request.kind == QueryKind::kTokens && !match->instances.empty()) {
+        const uint32_t bs = match->instances.front().block_size;
+        totals.tokens += bs == 0 ? 0 : q.request.tokens.size() / bs * bs;
+      }
+    } else {
+      differences.push_back("query " + q.id_json.dump() + " (line " + std::to_string(q.line) +
+                            "): " + match.status().message());
+    }
+    out += json{{"id", q.id_json}, {"data", data}}.dump();
+    out += '\n';
+    if (q.expect) {
+      ++totals.checked;
+      const json tenant_answers =
+          data.contains(q.request.match.tenant) ? data[q.request.match.tenant] : json::object();
+      bool differs = false;
+      for (const auto& [instance, expected] : q.expect->items()) {
+        const json actual = tenant_answers.contains(instance) ? tenant_answers[instance] : json(nullptr);
+        if (actual != expected) {
+          differs = true;
+          differences.push_back("query " + q.id_json.dump() + " (line " + std::to_string(q.line) +
+                                "): instance " + instance + ": expected " + expected.dump() +
+                                ", got " + actual.dump());
+        }
+      }
+      if (differs) ++totals.mismatches;
+    }
+    flush(false);
+  };
+
+  auto hook = [&](const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch) {
+    if (args.dump) {
+      for (const Event& event : batch.events) {
+        out += DumpLine(source, seq, recv_ns, batch, event).dump();
+        out += '\n';
+      }
+      flush(false);
+    }
+    if (!after.empty()) {
+      const auto range = after.equal_range({SourceDisplayName(source), seq});
+      for (auto it = range.first; it != range.second; ++it) {
+        if (!queries[it->second].answered) answer(queries[it->second]);
+      }
+    }
+  };
+
+  IndexOptions index_options;
+  index_options.max_blocks = args.max_blocks;
+  auto loaded = LoadedCapture::Create(index_options, hook);
+  loaded_ptr = loaded.get();  // queries at positions are answered while the capture is read
+  KVINDEX_RETURN_IF_ERROR(loaded->Read(args.inputs));
+  for (PendingQuery& q : queries) {
+    if (!q.answered) answer(q);
+  }
+  flush(true);
+  std::fflush(stdout);
+
+  LoadedCapture& result = *loaded;
+  if (!args.dump && args.queries.empty()) std::fputs(result.RenderSummary().c_str(), stdout);
+  for (const CaptureProblem& p : result.problems()) {
+    std::fprintf(stderr, "kvindex replay: %s: byte %llu: %s (%llu bytes skipped)\n", p.file.c_str(),
+                 static_cast<unsigned long long>(p.offset), p.status.message().c_str(),
+                 static_cast<unsigned long long>(p.skipped_bytes));
+  }
+  json summary = result.SummaryJson();
+  if (!queries.empty()) {
+    const double hit = totals.tokens == 0 ? 0.0
+                                          : static_cast<double>(totals.best_matched) /
+                                                static_cast<double>(totals.tokens);
+    summary["queries"] = {{"answered", totals.answered},
+                          {"checked", totals.checked},
+                          {"mismatches", totals.mismatches},
+                          {"tokens", totals.tokens},
+                          {"best_matched_tokens", totals.best_matched},
+                          {"hit_rate", hit}};
+    std::fprintf(stderr, "kvindex replay: %llu queries, %llu checked, %llu differ; best-instance hit rate %s\n",
+                 static_cast<unsigned long long>(totals.answered),
+                 static_cast<unsigned long long>(totals.checked),
+                 static_cast<unsigned long long>(totals.mismatches), FormatPercent(hit).c_str());
+  }
+  if (!args.json.empty()) KVINDEX_RETURN_IF_ERROR(WriteJson(args.json, summary));
+  for (const std::string& d : differences) std::fprintf(stderr, "kvindex replay: %s\n", d.c_str());
+  if (totals.mismatches != 0 || !differences.empty()) {
+    return Status::Malformed(std::to_string(totals.mismatches) +
+                             " queries differ from their expectation (listed above)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvindex::cli
