@@ -116,13 +116,13 @@ def main():
     if shared:
         for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
             path = os.path.join(shared, name)
-            args = ["--max-requests", "400", "--policy", ALL_POLICIES,
+            args = ["--max-requests", "300", "--policy", ALL_POLICIES,
                     "--router", "round-robin,cache-aware", "--capacity", "256",
                     "--instances", "2"]
             ours, theirs = run_both(kvindex, path, args)
             rows += len(ours)
             problems += compare(name, ours, theirs)
-            ours, theirs = run_both(kvindex, path, ["--max-requests", "2000", "--router",
+            ours, theirs = run_both(kvindex, path, ["--max-requests", "1500", "--router",
                                                     "random,least-loaded", "--instances", "3"])
             rows += len(ours)
             problems += compare(name + " inf", ours, theirs)
