@@ -33,8 +33,8 @@ class LineParser {
     if (!Eat('}')) {
       while (true) {
         SkipWs();
-        std::string key;
-        KVINDEX_RETURN_IF_ERROR(ParseString(&key, "a key"));
+        std::string_view key;
+        KVINDEX_RETURN_IF_ERROR(ParseKey(&key));
         SkipWs();
         if (!Eat(':')) return Error("expected ':' after key");
         SkipWs();
@@ -165,11 +165,13 @@ class LineParser {
     size_t digits = 0;
     while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
       const uint64_t d = static_cast<uint64_t>(s_[pos_] - '0');
-      if (v > (UINT64_MAX - d) / 10) {
+      // Up to 19 digits cannot overflow; only the 20th needs the (slower) checked arithmetic.
+      if (digits >= 19 && (__builtin_mul_overflow(v, uint64_t{10}, &v) ||
+                           __builtin_add_overflow(v, d, &v))) {
         pos_ = start;
         return Error(std::string(field) + ": integer out of range");
       }
-      v = v * 10 + d;
+      if (digits < 19) v = v * 10 + d;
       ++pos_;
       ++digits;
     }
@@ -202,6 +204,14 @@ class LineParser {
 
   Status ParseIdArray(std::vector<uint64_t>* ids) {
     if (!Eat('[')) return Error("hash_ids: expected an array");
+    // Reserve once: count the commas up to the closing bracket (an upper bound if the array is
+    // malformed, which then fails below anyway).
+    const size_t close = s_.find(']', pos_);
+    if (close != std::string_view::npos) {
+      ids->reserve(1 + static_cast<size_t>(
+                           std::count(s_.begin() + static_cast<long>(pos_),
+                                      s_.begin() + static_cast<long>(close), ',')));
+    }
     SkipWs();
     if (Eat(']')) return Status::Ok();
     while (true) {
@@ -251,6 +261,28 @@ class LineParser {
       }
     }
     *out = v;
+    return Status::Ok();
+  }
+
+  // Parses an object key. The fast path (no escapes) returns a view into the line; a key with
+  // escapes is decoded into key_scratch_.
+  Status ParseKey(std::string_view* key) {
+    if (Peek() == '"') {
+      const size_t start = pos_ + 1;
+      size_t i = start;
+      while (i < s_.size() && s_[i] != '"' && s_[i] != '\\' &&
+             static_cast<unsigned char>(s_[i]) >= 0x20) {
+        ++i;
+      }
+      if (i < s_.size() && s_[i] == '"') {
+        *key = s_.substr(start, i - start);
+        pos_ = i + 1;
+        return Status::Ok();
+      }
+    }
+    key_scratch_.clear();
+    KVINDEX_RETURN_IF_ERROR(ParseString(&key_scratch_, "a key"));
+    *key = key_scratch_;
     return Status::Ok();
   }
 
@@ -339,6 +371,7 @@ class LineParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  std::string key_scratch_;
 };
 
 constexpr size_t kReadChunk = 1 << 20;

@@ -26,7 +26,7 @@ expect_usage "bad router" "kvindex replay: --router: unknown router 'nearest'" "
 expect_stderr_lines 1
 expect_usage "zero instances" "kvindex replay: --instances: '0' is not a positive integer" "$T" --instances 0
 expect_stderr_lines 1
-expect_usage "too many instances" "--instances: 5000 is above 4096" "$T" --instances 5000
+expect_usage "too many instances" "--instances: 5000 is above 1024" "$T" --instances 5000
 expect_stderr_lines 1
 # Usage errors are found before the input is opened.
 expect_usage "usage before input" "unknown policy" "$TMP/missing.jsonl" --policy x

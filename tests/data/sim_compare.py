@@ -103,7 +103,7 @@ def main():
     shared = sys.argv[3] if len(sys.argv) > 3 else ""
     problems = []
     rows = 0
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
         rng = random.Random(seed)
         for kind, maker, n in (("mooncake", random_mooncake, 250), ("bailian", random_bailian, 250)):
             path = os.path.join(work, f"random_{kind}_{seed}.jsonl")
@@ -116,13 +116,13 @@ def main():
     if shared:
         for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
             path = os.path.join(shared, name)
-            args = ["--max-requests", "400", "--policy", ALL_POLICIES,
+            args = ["--max-requests", "200", "--policy", ALL_POLICIES,
                     "--router", "round-robin,cache-aware", "--capacity", "256",
                     "--instances", "2"]
             ours, theirs = run_both(kvindex, path, args)
             rows += len(ours)
             problems += compare(name, ours, theirs)
-            ours, theirs = run_both(kvindex, path, ["--max-requests", "2000", "--router",
+            ours, theirs = run_both(kvindex, path, ["--max-requests", "1000", "--router",
                                                     "random,least-loaded", "--instances", "3"])
             rows += len(ours)
             problems += compare(name + " inf", ours, theirs)

@@ -103,7 +103,7 @@ Result<Grid> ParseGrid(const ReplayOptions& options) {
   }
   for (const std::string& item : SplitList(options.instances)) {
     KVINDEX_ASSIGN_OR_RETURN(uint64_t n, ParsePositive("--instances", item));
-    if (n > 4096) return Status::InvalidArgument("--instances: " + item + " is above 4096");
+    if (n > 1024) return Status::InvalidArgument("--instances: " + item + " is above 1024");
     grid.instances.push_back(static_cast<uint32_t>(n));
   }
   return grid;

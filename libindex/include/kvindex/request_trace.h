@@ -1,6 +1,6 @@
 // Request traces: the JSON Lines request logs that `kvindex replay` simulates (SPEC §6).
 //
-// Two public formats are read, and told apart by their keys (docs/trace_format.md):
+// Two public formats are read, and told apart by their keys (docs/trace_format.md, traces/README.md):
 //   - Mooncake FAST'25: {"timestamp" (ms), "input_length", "output_length", "hash_ids"},
 //     512 tokens per hash id;
 //   - Alibaba Qwen-Bailian: the same plus "chat_id", "parent_chat_id", "type", "turn", with

@@ -25,34 +25,40 @@ std::string_view PolicyName(PolicyKind policy) {
 }
 
 BlockCache::BlockCache(PolicyKind policy, uint64_t capacity, uint32_t universe)
-    : policy_(policy), capacity_(capacity), slot_(universe, kNoNode) {
+    : policy_(policy), capacity_(capacity), resident_(universe, 0) {
   assert(capacity >= 1);
-  // Nodes are recycled, so a finite cache never holds more than `capacity` of them.
-  nodes_.reserve(static_cast<size_t>(std::min<uint64_t>(capacity, universe)));
+  // Default-initialised (not zeroed): see the header.
+  if (policy == PolicyKind::kPrefixLru) {
+    stamp_.reset(new uint64_t[universe]);
+    parent_.reset(new BlockIndex[universe]);
+    children_.reset(new uint32_t[universe]);
+  } else {
+    links_.reset(new Links[universe]);
+    if (policy == PolicyKind::kLfu) freq_.reset(new uint64_t[universe]);
+  }
 }
 
-void BlockCache::PushFront(List& list, uint32_t node) {
-  Node& n = nodes_[node];
-  n.prev = kNoNode;
-  n.next = list.head;
-  if (list.head != kNoNode) nodes_[list.head].prev = node;
-  list.head = node;
-  if (list.tail == kNoNode) list.tail = node;
+void BlockCache::PushFront(List& list, BlockIndex block) {
+  links_[block].prev = kNoBlock;
+  links_[block].next = list.head;
+  if (list.head != kNoBlock) links_[list.head].prev = block;
+  list.head = block;
+  if (list.tail == kNoBlock) list.tail = block;
 }
 
-void BlockCache::Unlink(List& list, uint32_t node) {
-  Node& n = nodes_[node];
-  if (n.prev != kNoNode) {
-    nodes_[n.prev].next = n.next;
+void BlockCache::Unlink(List& list, BlockIndex block) {
+  const BlockIndex prev = links_[block].prev, next = links_[block].next;
+  if (prev != kNoBlock) {
+    links_[prev].next = next;
   } else {
-    list.head = n.next;
+    list.head = next;
   }
-  if (n.next != kNoNode) {
-    nodes_[n.next].prev = n.prev;
+  if (next != kNoBlock) {
+    links_[next].prev = prev;
   } else {
-    list.tail = n.prev;
+    list.tail = prev;
   }
-  n.prev = n.next = kNoNode;
+  links_[block].prev = links_[block].next = kNoBlock;
 }
 
 BlockCache::List& BlockCache::Bucket(uint64_t freq) {
@@ -60,23 +66,8 @@ BlockCache::List& BlockCache::Bucket(uint64_t freq) {
   return buckets_[freq];
 }
 
-uint32_t BlockCache::NewNode(BlockIndex block) {
-  uint32_t node;
-  if (!free_nodes_.empty()) {
-    node = free_nodes_.back();
-    free_nodes_.pop_back();
-  } else {
-    node = static_cast<uint32_t>(nodes_.size());
-    nodes_.emplace_back();
-  }
-  nodes_[node] = Node{};
-  nodes_[node].block = block;
-  slot_[block] = node;
-  return node;
-}
-
-void BlockCache::PushLeaf(uint32_t node) {
-  leaves_.emplace_back(nodes_[node].stamp, node);
+void BlockCache::PushLeaf(BlockIndex block) {
+  leaves_.emplace_back(stamp_[block], block);
   std::push_heap(leaves_.begin(), leaves_.end(), std::greater<>());
   if (leaves_.size() > 2 * size_ + 64) CompactLeaves();
 }
@@ -85,50 +76,50 @@ void BlockCache::PushLeaf(uint32_t node) {
 // than twice as many entries as there are resident blocks.
 void BlockCache::CompactLeaves() {
   leaves_.erase(std::remove_if(leaves_.begin(), leaves_.end(),
-                               [this](const std::pair<uint64_t, uint32_t>& e) {
-                                 const Node& n = nodes_[e.second];
-                                 return n.block == kNoBlock || n.stamp != e.first ||
-                                        n.children != 0;
+                               [this](const std::pair<uint64_t, BlockIndex>& e) {
+                                 return resident_[e.second] == 0 || stamp_[e.second] != e.first ||
+                                        children_[e.second] != 0;
                                }),
                 leaves_.end());
   std::make_heap(leaves_.begin(), leaves_.end(), std::greater<>());
 }
 
-void BlockCache::Hit(uint32_t node) {
-  Node& n = nodes_[node];
+void BlockCache::Hit(BlockIndex block) {
   switch (policy_) {
     case PolicyKind::kLru:
-      Unlink(list_, node);
-      PushFront(list_, node);
+      if (list_.head != block) {
+        Unlink(list_, block);
+        PushFront(list_, block);
+      }
       break;
     case PolicyKind::kFifo:
       break;
     case PolicyKind::kLfu: {
-      const uint64_t freq = n.freq;
-      Unlink(Bucket(freq), node);
-      if (min_freq_ == freq && Bucket(freq).head == kNoNode) min_freq_ = freq + 1;
-      n.freq = freq + 1;
-      PushFront(Bucket(freq + 1), node);
+      const uint64_t freq = freq_[block];
+      Unlink(Bucket(freq), block);
+      if (min_freq_ == freq && Bucket(freq).head == kNoBlock) min_freq_ = freq + 1;
+      freq_[block] = freq + 1;
+      PushFront(Bucket(freq + 1), block);
       break;
     }
     case PolicyKind::kPrefixLru:
-      n.stamp = ++clock_;
-      if (n.children == 0) PushLeaf(node);
+      stamp_[block] = ++clock_;
+      if (children_[block] == 0) PushLeaf(block);
       break;
   }
 }
 
 BlockIndex BlockCache::Evict() {
-  uint32_t node = kNoNode;
+  BlockIndex victim = kNoBlock;
   switch (policy_) {
     case PolicyKind::kLru:
     case PolicyKind::kFifo:
-      node = list_.tail;
-      Unlink(list_, node);
+      victim = list_.tail;
+      Unlink(list_, victim);
       break;
     case PolicyKind::kLfu:
-      node = Bucket(min_freq_).tail;
-      Unlink(Bucket(min_freq_), node);
+      victim = Bucket(min_freq_).tail;
+      Unlink(Bucket(min_freq_), victim);
       break;
     case PolicyKind::kPrefixLru:
       while (true) {
@@ -136,61 +127,56 @@ BlockIndex BlockCache::Evict() {
         std::pop_heap(leaves_.begin(), leaves_.end(), std::greater<>());
         const auto [stamp, candidate] = leaves_.back();
         leaves_.pop_back();
-        const Node& n = nodes_[candidate];
-        if (n.block != kNoBlock && n.stamp == stamp && n.children == 0) {
-          node = candidate;
+        if (resident_[candidate] != 0 && stamp_[candidate] == stamp &&
+            children_[candidate] == 0) {
+          victim = candidate;
           break;
         }
       }
-      if (const BlockIndex parent = nodes_[node].parent; parent != kNoBlock) {
-        const uint32_t p = slot_[parent];
-        assert(p != kNoNode);  // a parent is never evicted before its children
-        if (--nodes_[p].children == 0) PushLeaf(p);
+      if (const BlockIndex parent = parent_[victim]; parent != kNoBlock) {
+        assert(resident_[parent] != 0);  // a parent is never evicted before its children
+        if (--children_[parent] == 0) PushLeaf(parent);
       }
       break;
   }
-  const BlockIndex victim = nodes_[node].block;
-  slot_[victim] = kNoNode;
-  nodes_[node].block = kNoBlock;
-  free_nodes_.push_back(node);
+  resident_[victim] = 0;
   --size_;
   return victim;
 }
 
 void BlockCache::Insert(BlockIndex block, BlockIndex parent) {
-  const uint32_t node = NewNode(block);
+  resident_[block] = 1;
   ++size_;
   switch (policy_) {
     case PolicyKind::kLru:
     case PolicyKind::kFifo:
-      PushFront(list_, node);
+      PushFront(list_, block);
       break;
     case PolicyKind::kLfu:
-      nodes_[node].freq = 1;
+      freq_[block] = 1;
       min_freq_ = 1;
-      PushFront(Bucket(1), node);
+      PushFront(Bucket(1), block);
       break;
-    case PolicyKind::kPrefixLru: {
-      Node& n = nodes_[node];
-      n.stamp = ++clock_;
+    case PolicyKind::kPrefixLru:
+      stamp_[block] = ++clock_;
+      parent_[block] = kNoBlock;
+      children_[block] = 0;
       // The parent may have been the victim of this very insert (a cache too small for the
       // chain); the block then starts a new root.
-      if (parent != kNoBlock && parent != block && slot_[parent] != kNoNode) {
-        n.parent = parent;
-        ++nodes_[slot_[parent]].children;
+      if (parent != kNoBlock && parent != block && resident_[parent] != 0) {
+        parent_[block] = parent;
+        ++children_[parent];
       }
-      PushLeaf(node);
+      PushLeaf(block);
       break;
-    }
   }
 }
 
 AccessOutcome BlockCache::Access(BlockIndex block, BlockIndex parent) {
   AccessOutcome outcome;
-  const uint32_t node = slot_[block];
-  if (node != kNoNode) {
+  if (resident_[block] != 0) {
     outcome.hit = true;
-    Hit(node);
+    Hit(block);
     return outcome;
   }
   if (size_ >= capacity_) outcome.victim = Evict();

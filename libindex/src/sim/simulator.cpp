@@ -39,23 +39,45 @@ Result<PreparedTrace> PreparedTrace::Prepare(const Trace& trace) {
   out.input_length_.reserve(trace.requests.size());
   out.chat_id_.reserve(trace.requests.size());
   out.parent_chat_id_.reserve(trace.requests.size());
+  // The public traces number their ids densely from 0, so when the largest id is small
+  // compared with the trace, a direct table replaces the hash map (about 10x faster); otherwise
+  // a hash map handles arbitrary 64-bit ids.
+  uint64_t max_id = 0;
+  for (const TraceRequest& r : trace.requests) {
+    for (uint64_t id : r.hash_ids) max_id = std::max(max_id, id);
+  }
+  const bool direct = total > 0 && max_id < 4 * static_cast<uint64_t>(total) + (1u << 20);
+  std::vector<BlockIndex> table;
   std::unordered_map<uint64_t, BlockIndex> dense;
-  dense.reserve(total);
+  if (direct) {
+    table.assign(static_cast<size_t>(max_id) + 1, kNoBlock);
+  } else {
+    dense.reserve(total);
+  }
+  uint64_t distinct = 0;
   out.offsets_.push_back(0);
   for (const TraceRequest& r : trace.requests) {
     for (uint64_t id : r.hash_ids) {
-      auto [it, inserted] = dense.try_emplace(id, static_cast<BlockIndex>(dense.size()));
-      if (inserted && dense.size() >= kNoBlock) {
-        return Status::LimitExceeded(trace.name + ": more than 2^32 - 2 distinct hash ids");
+      BlockIndex* slot;
+      if (direct) {
+        slot = &table[static_cast<size_t>(id)];
+      } else {
+        slot = &dense.try_emplace(id, kNoBlock).first->second;
       }
-      out.blocks_.push_back(it->second);
+      if (*slot == kNoBlock) {
+        if (distinct + 1 >= kNoBlock) {
+          return Status::LimitExceeded(trace.name + ": more than 2^32 - 2 distinct hash ids");
+        }
+        *slot = static_cast<BlockIndex>(distinct++);
+      }
+      out.blocks_.push_back(*slot);
     }
     out.offsets_.push_back(out.blocks_.size());
     out.input_length_.push_back(r.input_length);
     out.chat_id_.push_back(r.chat_id.value_or(-1));
     out.parent_chat_id_.push_back(r.parent_chat_id.value_or(-1));
   }
-  out.distinct_blocks_ = static_cast<uint32_t>(dense.size());
+  out.distinct_blocks_ = static_cast<uint32_t>(distinct);
   return out;
 }
 

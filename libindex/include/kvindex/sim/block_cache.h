@@ -19,6 +19,7 @@
 #define KVINDEX_SIM_BLOCK_CACHE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -51,7 +52,7 @@ class BlockCache {
   BlockCache(PolicyKind policy, uint64_t capacity, uint32_t universe);
 
   // True when `block` is resident. Changes nothing.
-  bool Contains(BlockIndex block) const { return slot_[block] != kNoNode; }
+  bool Contains(BlockIndex block) const { return resident_[block] != 0; }
 
   // Touches `block`: a hit refreshes it (per the policy), a miss inserts it, first evicting one
   // victim when the cache is full. `parent` is the block accessed just before it in the same
@@ -63,45 +64,48 @@ class BlockCache {
   PolicyKind policy() const { return policy_; }
 
  private:
-  static constexpr uint32_t kNoNode = UINT32_MAX;
-  struct Node {
-    BlockIndex block = kNoBlock;
-    uint32_t prev = kNoNode;
-    uint32_t next = kNoNode;
-    uint64_t freq = 0;        // lfu: accesses while resident
-    uint64_t stamp = 0;       // prefix-lru: last access time
-    BlockIndex parent = kNoBlock;  // prefix-lru
-    uint32_t children = 0;    // prefix-lru: resident blocks whose parent this is
-  };
-  // An intrusive doubly linked list of nodes: head = most recent, tail = oldest.
+  // An intrusive doubly linked list threaded through links_ by block id: head = most
+  // recent, tail = oldest.
   struct List {
-    uint32_t head = kNoNode;
-    uint32_t tail = kNoNode;
+    BlockIndex head = kNoBlock;
+    BlockIndex tail = kNoBlock;
   };
 
-  void PushFront(List& list, uint32_t node);
-  void Unlink(List& list, uint32_t node);
+  void PushFront(List& list, BlockIndex block);
+  void Unlink(List& list, BlockIndex block);
   List& Bucket(uint64_t freq);
-  uint32_t NewNode(BlockIndex block);
-  void Hit(uint32_t node);
+  void Hit(BlockIndex block);
   BlockIndex Evict();
   void Insert(BlockIndex block, BlockIndex parent);
-  void PushLeaf(uint32_t node);
+  void PushLeaf(BlockIndex block);
   void CompactLeaves();
 
   PolicyKind policy_;
   uint64_t capacity_;
   uint64_t size_ = 0;
-  std::vector<uint32_t> slot_;  // block -> node, kNoNode when absent
-  std::vector<Node> nodes_;
-  std::vector<uint32_t> free_nodes_;
-  List list_;                  // lru, fifo
-  std::vector<List> buckets_;  // lfu: one list per frequency
-  uint64_t min_freq_ = 0;      // lfu
-  uint64_t clock_ = 0;         // prefix-lru
-  // prefix-lru: a min-heap of (stamp, node) over leaves; entries made stale by a later access or
-  // a new child are skipped when popped and purged when the heap outgrows the cache.
-  std::vector<std::pair<uint64_t, uint32_t>> leaves_;
+  // State is kept per block id in flat arrays (structure of arrays), allocated only for what the
+  // policy uses: an access touches a few cache lines and never hashes. Only resident_ is
+  // initialised; the other arrays are written when a block is inserted and read only while it is
+  // resident, so untouched pages are never faulted in. Memory is about universe × (1 + 8 [lru,
+  // fifo] / 16 [lfu] / 16 [prefix-lru]) bytes per cache.
+  std::vector<uint8_t> resident_;
+  struct Links {
+    BlockIndex prev;
+    BlockIndex next;
+  };
+  std::unique_ptr<Links[]> links_;             // lru, fifo, lfu: one cache line per access
+  List list_;                                  // lru, fifo
+  std::unique_ptr<uint64_t[]> freq_;           // lfu: accesses while resident
+  std::vector<List> buckets_;                  // lfu: one list per frequency
+  uint64_t min_freq_ = 0;                      // lfu
+  std::unique_ptr<uint64_t[]> stamp_;          // prefix-lru: last access time
+  std::unique_ptr<BlockIndex[]> parent_;       // prefix-lru
+  std::unique_ptr<uint32_t[]> children_;       // prefix-lru: resident blocks with this parent
+  uint64_t clock_ = 0;                         // prefix-lru
+  // prefix-lru: a min-heap of (stamp, block) over leaves; entries made stale by a later access,
+  // a new child or an eviction are skipped when popped and purged when the heap outgrows the
+  // cache.
+  std::vector<std::pair<uint64_t, BlockIndex>> leaves_;
 };
 
 }  // namespace kvindex::sim
