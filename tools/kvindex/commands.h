@@ -24,6 +24,7 @@ struct CommandOutcome {
 
 // `replay`: request traces through the simulator (replay.cpp).
 void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
+void AddQueryCommand(CLI::App& app, CommandOutcome& outcome);
 
 }  // namespace kvindex::cli
 

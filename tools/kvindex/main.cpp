@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   CommandOutcome outcome;
   // kvindex::cli::Add<Name>Command(app, outcome) for each working subcommand.
   kvindex::cli::AddReplayCommand(app, outcome);
+  kvindex::cli::AddQueryCommand(app, outcome);
 
   try {
     app.parse(argc, argv);

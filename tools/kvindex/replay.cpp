@@ -1,7 +1,7 @@
 // `kvindex replay INPUT`: offline replay. For a request trace (SPEC §6) it simulates a cluster
 // for every configuration of a grid (policies × capacities × routers × instance counts), in
 // parallel, and reports hit rates. Capture files (SPEC §5) are recognised by DetectInput() and
-// will be handled here once the capture reader exists.
+// rebuilt into the index (replay_capture.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -20,13 +20,19 @@
 #include "commands.h"
 #include "kvindex/request_trace.h"
 #include "kvindex/sim/simulator.h"
+#include "kvindex/capture.h"
+#include "replay_capture.h"
 #include "report.h"
 
 namespace kvindex::cli {
 namespace {
 
 struct ReplayOptions {
-  std::string input;
+  std::string input;                // the first input; a trace has exactly one
+  std::vector<std::string> inputs;  // a capture may be several files (rotation), in order
+  bool dump = false;
+  std::string queries;
+  uint64_t max_blocks = 0;
   uint32_t block_tokens = 0;  // 0 = the trace format's own
   uint64_t max_requests = 0;  // 0 = all
   bool skip_bad = false;
@@ -39,7 +45,7 @@ struct ReplayOptions {
   std::string json;      // empty = none; "-" = stdout
 };
 
-enum class InputKind { kTrace };
+enum class InputKind { kTrace, kCapture };
 
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> items;
@@ -110,7 +116,7 @@ Result<Grid> ParseGrid(const ReplayOptions& options) {
 }
 
 // Tells what kind of file `path` is from its first bytes. A request trace is JSON Lines whose
-// first non-blank character is '{'. (Capture files, SPEC §5, will be recognised by their magic.)
+// first non-blank character is '{'; a capture file starts with its magic (docs/capture-format.md).
 Result<InputKind> DetectInput(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -119,6 +125,9 @@ Result<InputKind> DetectInput(const std::string& path) {
   char buf[4096];
   in.read(buf, sizeof buf);
   const std::streamsize n = in.gcount();
+  if (LooksLikeCapture(std::as_bytes(std::span<const char>(buf, static_cast<size_t>(n))))) {
+    return InputKind::kCapture;
+  }
   for (std::streamsize i = 0; i < n; ++i) {
     const char c = buf[i];
     if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
@@ -260,13 +269,37 @@ Status RunTraceReplay(const ReplayOptions& options) {
 
 }  // namespace
 
-Status RunReplay(const ReplayOptions& options) {
+Status RunReplay(ReplayOptions options) {
   // Usage errors first, before touching the input.
   KVINDEX_RETURN_IF_ERROR(ParseGrid(options).status());
+  options.input = options.inputs.front();
   KVINDEX_ASSIGN_OR_RETURN(InputKind kind, DetectInput(options.input));
   switch (kind) {
     case InputKind::kTrace:
+      if (options.inputs.size() > 1) {
+        return Status::InvalidArgument("a request trace is one file; several inputs are the files "
+                                       "of one capture");
+      }
+      if (options.dump || !options.queries.empty()) {
+        return Status::InvalidArgument(options.input +
+                                       ": --dump and --queries apply to captures, not traces");
+      }
       return RunTraceReplay(options);
+    case InputKind::kCapture: {
+      for (size_t i = 1; i < options.inputs.size(); ++i) {
+        KVINDEX_ASSIGN_OR_RETURN(InputKind other, DetectInput(options.inputs[i]));
+        if (other != InputKind::kCapture) {
+          return Status::Malformed(options.inputs[i] + ": not a capture file (the first input is)");
+        }
+      }
+      CaptureReplayArgs args;
+      args.inputs = options.inputs;
+      args.dump = options.dump;
+      args.queries = options.queries;
+      args.json = options.json;
+      args.max_blocks = options.max_blocks;
+      return RunCaptureReplay(args);
+    }
   }
   return Status::Internal("unknown input kind");
 }
@@ -276,8 +309,19 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   CLI::App* cmd = app.add_subcommand(
       "replay",
       "Simulate a request trace (Mooncake FAST'25 or Qwen-Bailian JSONL) on a cluster: hit rates "
-      "per eviction policy, capacity, router and instance count");
-  cmd->add_option("INPUT", options->input, "Request trace (.jsonl)")->required();
+      "per eviction policy, capacity, router and instance count; or rebuild the index from a "
+      "capture and report, dump or query it");
+  cmd->add_option("INPUT", options->inputs,
+                  "A request trace (.jsonl), or the files of one capture (.kvcap) in order")
+      ->required();
+  cmd->add_flag("--dump", options->dump,
+                "Capture: print every applied event as one JSON line (docs/cli.md)");
+  cmd->add_option("--queries", options->queries,
+                  "Capture: answer the queries of FILE (JSON lines) at their 'after' positions; "
+                  "exit 1 if an 'expect' differs");
+  cmd->add_option("--max-blocks", options->max_blocks,
+                  "Capture: cap the index at N resident blocks (least recently touched evicted)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--block-tokens", options->block_tokens,
                   "Tokens per block, for token hit rates (default: 512 Mooncake, 16 Bailian)")
       ->check(CLI::PositiveNumber);

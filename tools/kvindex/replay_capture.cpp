@@ -240,7 +240,9 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   std::fflush(stdout);
 
   LoadedCapture& result = *loaded;
-  if (!args.dump && args.queries.empty()) std::fputs(result.RenderSummary().c_str(), stdout);
+  if (!args.dump && args.queries.empty() && args.json != "-") {
+    std::fputs(result.RenderSummary().c_str(), stdout);
+  }
   for (const CaptureProblem& p : result.problems()) {
     std::fprintf(stderr, "kvindex replay: %s: byte %llu: %s (%llu bytes skipped)\n", p.file.c_str(),
                  static_cast<unsigned long long>(p.offset), p.status.message().c_str(),
