@@ -139,6 +139,21 @@ using codec_internal::NormaliseHashString;
 constexpr int kBatchLevel = 1;
 constexpr int kEventLevel = 3;  // batch > events > event
 
+// The publisher family of an event. A batch holds one family (plus neutral clears): an event of
+// another family fails alone with kUnsupported, so every decoded batch has a format that
+// encodes it exactly.
+enum class Family : uint8_t { kNeutral, kEngine, kRfc, kSeed };
+
+const char* FamilyName(Family f) {
+  switch (f) {
+    case Family::kEngine: return "vLLM/SGLang";
+    case Family::kRfc: return "Mooncake RFC #1527";
+    case Family::kSeed: return "Mooncake seed";
+    case Family::kNeutral: break;
+  }
+  return "neutral";
+}
+
 // What the decoder saw, for picking the detected format.
 struct Flags {
   bool ts_int = false;
@@ -911,10 +926,20 @@ class Decoder {
       if (!ok) return false;
     }
     if (f.event_type) flags_.any_rfc_event = true;
-    return BuildMapEvent(f, out);
+    const bool rfc = f.event_type.has_value() || f.has_seq_hashes;
+    if (!BuildMapEvent(f, out, rfc)) return false;
+    if (rfc) {
+      event_family_ = Family::kRfc;
+    } else if (!std::holds_alternative<AllCleared>(out.back())) {
+      event_family_ = Family::kEngine;
+    }
+    return true;
   }
 
-  bool BuildMapEvent(MapFields& f, std::vector<Event>& out) {
+  // Builds the event from the fields of its family: an RFC #1527 map (event_type or seq_hashes)
+  // keeps the store publisher's keys, a vLLM/SGLang map keeps the engine's; the other family's
+  // keys are ignored like unknown keys. An engine AllBlocksCleared carries nothing.
+  bool BuildMapEvent(MapFields& f, std::vector<Event>& out, bool rfc) {
     enum class Kind { kStored, kRemoved, kCleared, kUnknown } kind = Kind::kUnknown;
     std::string_view tag;
     // RFC #1527: event_type wins over the legacy `type` alias.
@@ -937,31 +962,48 @@ class Decoder {
                   "unknown event '" + std::string(tag) + "'");
     }
     EventScopeFields scope;
-    scope.model = std::move(f.model);
-    scope.tenant = std::move(f.tenant);
-    scope.salt = f.salt ? std::move(f.salt) : std::move(f.meta_salt);
-    scope.lora_name = std::move(f.lora_name);
-    scope.lora_id = f.lora_id;
-    scope.block_size = f.block_size;
-    scope.group = f.group_idx ? f.group_idx : f.group_id;
-    scope.dp_rank = f.dp_rank;
     WireDetails wire;
-    wire.event_id = f.event_id;
-    wire.timestamp_ms = f.timestamp;
-    wire.backend_id = std::move(f.backend_id);
-    wire.base_block_idx = f.base_block_idx;
-    wire.object_key = std::move(f.object_key);
-    wire.spec_kind = std::move(f.spec_kind);
-    wire.sliding_window = f.sliding_window;
-    wire.locality = std::move(f.locality);
-    wire.ownership = std::move(f.ownership);
-    wire.session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
+    if (rfc) {
+      scope.model = std::move(f.model);
+      scope.tenant = std::move(f.tenant);
+      scope.salt = std::move(f.salt);
+      scope.lora_name = std::move(f.lora_name);
+      scope.block_size = f.block_size;
+      scope.group = f.group_id;
+      scope.dp_rank = f.dp_rank;
+      wire.event_id = f.event_id;
+      wire.timestamp_ms = f.timestamp;
+      wire.backend_id = std::move(f.backend_id);
+      wire.base_block_idx = f.base_block_idx;
+      wire.object_key = std::move(f.object_key);
+      f.extra = ExtraKeys{};
+    } else if (kind == Kind::kCleared) {
+      out.push_back(AllCleared{});
+      return true;
+    } else if (kind == Kind::kRemoved) {
+      scope.group = f.group_idx;
+      wire.locality = std::move(f.locality);
+      wire.ownership = std::move(f.ownership);
+    } else {
+      scope.salt = std::move(f.meta_salt);
+      scope.lora_name = std::move(f.lora_name);
+      scope.lora_id = f.lora_id;
+      scope.block_size = f.block_size;
+      scope.group = f.group_idx;
+      wire.spec_kind = std::move(f.spec_kind);
+      wire.sliding_window = f.sliding_window;
+      wire.locality = std::move(f.locality);
+      wire.ownership = std::move(f.ownership);
+      wire.session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
+    }
     wire.tier_spelling = std::move(f.tier_spelling);
     const bool has_hashes = f.has_seq_hashes || f.has_block_hashes;
     std::vector<EngineHash>& hashes = f.has_seq_hashes ? f.seq_hashes : f.block_hashes;
     switch (kind) {
       case Kind::kStored: {
         if (!has_hashes) return Fail(StatusCode::kMalformed, "block_hashes", "missing");
+        // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
+        if (!rfc && !f.block_size) return Fail(StatusCode::kMalformed, "block_size", "missing");
         BlockStored ev;
         ev.block_hashes = std::move(hashes);
         ev.parent = f.parent_hash ? f.parent_hash : f.parent_block_hash;
@@ -997,6 +1039,7 @@ class Decoder {
   // ---- one event ----
 
   bool DecodeEvent(std::vector<Event>& out) {
+    event_family_ = Family::kNeutral;
     const Type t = r_.PeekType();
     if (t == Type::kMap) return DecodeMapEvent(out);
     uint32_t n;
@@ -1004,8 +1047,10 @@ class Decoder {
     if (n == 0) return Fail(StatusCode::kMalformed, "event", "empty array (no tag)");
     std::string_view tag;
     if (!r_.ReadStr(tag)) return TypeFail("tag", "str");
-    if (tag == "BlockStored") return DecodeStoredArray(n, out);
-    if (tag == "BlockRemoved") return DecodeRemovedArray(n, out);
+    if (tag == "BlockStored" || tag == "BlockRemoved") {
+      event_family_ = Family::kEngine;
+      return tag == "BlockStored" ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
+    }
     if (tag == "AllBlocksCleared" || tag == "RemoveAllEvent") {
       if (tag[0] == 'R') flags_.any_seed_event = true;
       for (uint32_t i = 1; i < n; ++i) {
@@ -1016,10 +1061,12 @@ class Decoder {
     }
     if (tag == "BlockUpdateEvent") {
       flags_.any_seed_event = true;
+      event_family_ = Family::kSeed;
       return DecodeStoreUpdateArray(n, out);
     }
     if (tag == "BlockStoreEvent") {
       flags_.any_seed_event = true;
+      event_family_ = Family::kSeed;
       return DecodeBlockStoreArray(n, out);
     }
     return Fail(StatusCode::kUnsupported, "tag", "unknown event '" + std::string(tag) + "'");
@@ -1057,7 +1104,20 @@ class Decoder {
       const uint8_t* start = r_.position();
       const size_t start_offset = r_.offset();
       const size_t before = batch.events.size();
-      if (DecodeEvent(batch.events)) continue;
+      if (DecodeEvent(batch.events)) {
+        if (event_family_ == Family::kNeutral || event_family_ == family_) continue;
+        if (family_ == Family::kNeutral) {
+          family_ = event_family_;
+          continue;
+        }
+        batch.events.resize(before);
+        batch.errors.push_back(EventError{
+            i, Status::Unsupported("event " + std::to_string(i) + " (byte " +
+                                   std::to_string(start_offset) + "): a " +
+                                   FamilyName(event_family_) + " event in a " +
+                                   FamilyName(family_) + " batch")});
+        continue;
+      }
       // This event alone fails: record it, then find the next one.
       batch.events.resize(before);
       batch.errors.push_back(EventError{
@@ -1067,7 +1127,6 @@ class Decoder {
       if (!Skip("event " + std::to_string(i), 2)) {
         // The event's extent is unknown, so the batch cannot go on.
         batch.errors.pop_back();
-        (void)start_offset;
         return false;
       }
     }
@@ -1077,6 +1136,8 @@ class Decoder {
  private:
   Reader& r_;
   Flags& flags_;
+  Family family_ = Family::kNeutral;        // of the batch: its first non-neutral event's
+  Family event_family_ = Family::kNeutral;  // of the event just decoded
   StatusCode fail_code_ = StatusCode::kOk;
   size_t fail_offset_ = 0;
   std::string fail_message_;
