@@ -377,42 +377,41 @@ class Decoder {
     out.clear();
     out.resize(n);
     TokenId* dst = out.data();
+    // The hot loop of every decode: local pointers, the common widths first. ReadArray
+    // guaranteed at least one byte per remaining element, so *p is always readable.
+    const uint8_t* p = r_.position();
+    const uint8_t* const end = p + r_.remaining();
     for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t* p = r_.position();
-      // r_.ReadArray guaranteed at least one byte per remaining element.
       const uint8_t b = *p;
       if (b < 0x80) {
         dst[i] = b;
-        r_.set_position(p + 1);
-        continue;
-      }
-      if (b == 0xcd && r_.remaining() >= 3) {
-        dst[i] = Reader::Be16(p + 1);
-        r_.set_position(p + 3);
-        continue;
-      }
-      if (b == 0xce && r_.remaining() >= 5) {
+        p += 1;
+      } else if (b == 0xce && end - p >= 5) {
         dst[i] = Reader::Be32(p + 1);
-        r_.set_position(p + 5);
-        continue;
-      }
-      if (b == 0xcc && r_.remaining() >= 2) {
+        p += 5;
+      } else if (b == 0xcd && end - p >= 3) {
+        dst[i] = Reader::Be16(p + 1);
+        p += 3;
+      } else if (b == 0xcc && end - p >= 2) {
         dst[i] = p[1];
-        r_.set_position(p + 2);
-        continue;
-      }
-      uint64_t bits;
-      bool negative;
-      if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
-      if (negative || bits > UINT32_MAX) {
+        p += 2;
+      } else {
         r_.set_position(p);
-        return Fail(StatusCode::kMalformed, field,
-                    "token id " + (negative ? std::to_string(static_cast<int64_t>(bits))
-                                            : std::to_string(bits)) +
-                        " at index " + std::to_string(i) + " does not fit in 32 bits");
+        uint64_t bits;
+        bool negative;
+        if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
+        if (negative || bits > UINT32_MAX) {
+          r_.set_position(p);
+          return Fail(StatusCode::kMalformed, field,
+                      "token id " + (negative ? std::to_string(static_cast<int64_t>(bits))
+                                              : std::to_string(bits)) +
+                          " at index " + std::to_string(i) + " does not fit in 32 bits");
+        }
+        dst[i] = static_cast<TokenId>(bits);
+        p = r_.position();
       }
-      dst[i] = static_cast<TokenId>(bits);
     }
+    r_.set_position(p);
     return true;
   }
 

@@ -277,6 +277,7 @@ void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_signed)
 }
 void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
   w.Array(tokens.size());
+  w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);
 }
 
@@ -724,6 +725,7 @@ Status EncodeEventBatch(const EventBatch& batch, WireFormat format, std::vector<
       if (batch.dp_rank) w.Int(*batch.dp_rank);
       break;
   }
+  w.Finish();
   return Status::Ok();
 }
 

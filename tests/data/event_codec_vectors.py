@@ -330,6 +330,10 @@ vec("mooncake RFC: tokens, parent, salt, lora, group, per-event dp_rank, cleared
            cleared("cpu", scope=RFC_SCOPE, wire=dict(RFC_WIRE, event_id=9))], dp_rank=2),
     encode="mooncake", hint="mooncake")
 
+vec("mooncake RFC minimal: only event_type, seq_hashes and medium", "mooncake-rfc",
+    [1750000000000, [{"event_type": "removed", "seq_hashes": [42], "medium": "cpu"}], 0],
+    batch(1750000000.0, [removed([42], "cpu")], dp_rank=0))
+
 vec("mooncake RFC: event_type wins over type, seq_hashes over block_hashes, int tenant_id",
     "mooncake-rfc",
     [1750000000000, [{"event_type": "removed", "type": "BlockStored", "seq_hashes": [1],
