@@ -161,6 +161,7 @@ struct Flags {
   bool any_map_event = false;
   bool any_rfc_event = false;
   bool any_seed_event = false;
+  bool any_engine_event = false;
   bool negative_hash = false;
   bool sglang_metadata = false;
   uint32_t batch_len = 0;
@@ -530,7 +531,14 @@ class Decoder {
     }
     std::string_view s;
     if (!r_.ReadStr(s)) return TypeFail(field, "str or nil");
-    tier = ParseTier(s);
+    // The canonical spellings skip ParseTier's case-insensitive table walk.
+    if (s == "GPU") {
+      tier = Tier::Gpu();
+    } else if (s == "CPU") {
+      tier = Tier::Cpu();
+    } else {
+      tier = ParseTier(s);
+    }
     if (s != tier->name()) {
       spelling = std::string(s);
     } else {
@@ -725,7 +733,8 @@ class Decoder {
       return Fail(StatusCode::kMalformed, "BlockStored",
                   "expected at least 6 elements (tag + 5 fields), got " + std::to_string(n));
     }
-    BlockStored ev;
+    // Built in place (a BlockStored is large); the caller drops it again if decoding fails.
+    BlockStored& ev = std::get<BlockStored>(out.emplace_back(std::in_place_type<BlockStored>));
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     if (!ReadOptHash("parent_block_hash", ev.parent)) return false;
     if (!ReadTokens("token_ids", ev.token_ids)) return false;
@@ -756,13 +765,12 @@ class Decoder {
     }
     if (meta_salt) ev.scope.salt = std::move(meta_salt);
     ResolveExtraKeys(extra, ev);
-    out.push_back(std::move(ev));
     return true;
   }
 
   bool DecodeRemovedArray(uint32_t n, std::vector<Event>& out) {
     if (n < 2) return Fail(StatusCode::kMalformed, "BlockRemoved", "missing block_hashes");
-    BlockRemoved ev;
+    BlockRemoved& ev = std::get<BlockRemoved>(out.emplace_back(std::in_place_type<BlockRemoved>));
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     for (uint32_t i = 2; i < n; ++i) {
       bool ok = true;
@@ -773,7 +781,6 @@ class Decoder {
       }
       if (!ok) return false;
     }
-    out.push_back(std::move(ev));
     return true;
   }
 
@@ -1098,12 +1105,15 @@ class Decoder {
                   std::to_string(n) + " events exceed the limit of " +
                       std::to_string(kMaxEventsPerBatch));
     }
-    batch.events.reserve(batch.events.size() + n);
+    // An event struct is far larger than its smallest encoding (1 byte), so reserve only what
+    // the remaining bytes could plausibly hold rather than trusting the announced count.
+    batch.events.reserve(batch.events.size() + std::min<size_t>(n, r_.remaining() / 16 + 1));
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* start = r_.position();
       const size_t start_offset = r_.offset();
       const size_t before = batch.events.size();
       if (DecodeEvent(batch.events)) {
+        flags_.any_engine_event |= event_family_ == Family::kEngine;
         if (event_family_ == Family::kNeutral || event_family_ == family_) continue;
         if (family_ == Family::kNeutral) {
           family_ = event_family_;
@@ -1240,7 +1250,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
     positional = {WireFormat::kVllm, WireFormat::kSglang, WireFormat::kVllmV09};
   }
   if (flags.any_seed_event) order.push_back(WireFormat::kMooncakeSeed);
-  if (flags.ts_int || flags.any_rfc_event || hint == FormatHint::kMooncake) {
+  if (flags.any_rfc_event ||
+      ((flags.ts_int || hint == FormatHint::kMooncake) && !flags.any_engine_event)) {
     order.push_back(WireFormat::kMooncake);
   }
   if (flags.any_map_event) order.push_back(WireFormat::kVllmMap);
