@@ -178,7 +178,8 @@ struct ExtraItem {
 };
 struct ExtraKeys {
   bool present = false;
-  std::vector<std::vector<ExtraItem>> blocks;
+  // (block index, items) for the blocks that carry keys; nil and empty entries take no memory.
+  std::vector<std::pair<uint32_t, std::vector<ExtraItem>>> blocks;
 };
 
 // Every field a map event (vLLM, SGLang or RFC) may carry.
@@ -612,16 +613,16 @@ class Decoder {
     uint32_t n;
     if (!r_.ReadArray(n)) return TypeFail("extra_keys", "array or nil");
     extra.present = true;
-    extra.blocks.resize(n);
     for (uint32_t b = 0; b < n; ++b) {
-      auto& items = extra.blocks[b];
       const Type t = r_.PeekType();
       if (t == Type::kNil) {
         r_.TryNil();
         continue;
       }
+      std::vector<ExtraItem> items;
       if (t == Type::kMap) {
         if (!ReadTypedExtraItem(items, true)) return false;
+        if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
         continue;
       }
       uint32_t m;
@@ -654,6 +655,7 @@ class Decoder {
           return false;
         }
       }
+      if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
     }
     return true;
   }
@@ -664,8 +666,8 @@ class Decoder {
     std::optional<std::string> salt;
     bool any_mm = false;
     std::vector<std::vector<MultimodalKey>> mm(ev.block_hashes.size());
-    for (size_t b = 0; b < extra.blocks.size(); ++b) {
-      for (ExtraItem& item : extra.blocks[b]) {
+    for (auto& [b, items] : extra.blocks) {
+      for (ExtraItem& item : items) {
         switch (item.kind) {
           case ExtraItem::Kind::kStr:
             // A tuple starts with the LoRA name when the request has one; any other string is
