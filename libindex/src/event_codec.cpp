@@ -351,7 +351,9 @@ class Decoder {
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* p = r_.position();
-      if (*p == 0xcf && r_.remaining() >= 9) {  // the common vLLM form: uint64
+      // (ReadArray's count check holds at the header only: wide elements may have used the
+      // bytes since, so every element checks that it is there.)
+      if (r_.remaining() >= 9 && *p == 0xcf) {  // the common vLLM form: uint64
         out.push_back(EngineHash{Reader::Be64(p + 1)});
         r_.set_position(p + 9);
         continue;
@@ -379,11 +381,14 @@ class Decoder {
     out.clear();
     out.resize(n);
     TokenId* dst = out.data();
-    // The hot loop of every decode: local pointers, the common widths first. ReadArray
-    // guaranteed at least one byte per remaining element, so *p is always readable.
+    // The hot loop of every decode: local pointers, the common widths first.
     const uint8_t* p = r_.position();
     const uint8_t* const end = p + r_.remaining();
     for (uint32_t i = 0; i < n; ++i) {
+      if (p >= end) {
+        r_.set_position(p);
+        return TypeFail(field, "int token id");
+      }
       const uint8_t b = *p;
       if (b < 0x80) {
         dst[i] = b;
