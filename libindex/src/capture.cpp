@@ -59,20 +59,27 @@ Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& p
 
 // Decodes a message body (u32 count, then u32 length + bytes per frame). False if the lengths do
 // not add up to exactly `size` bytes.
+// The frame vectors of a reused record keep their capacity, so a streaming reader allocates only
+// when a frame is larger than any before it.
 bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
-  frames.clear();
-  if (size < 4) return false;
+  if (size < 4) {
+    frames.clear();
+    return false;
+  }
   const uint32_t count = GetLe32(body);
   size_t pos = 4;
-  // Each frame needs at least its 4-byte length: bounds the count before reserving.
-  if (count > (size - 4) / 4) return false;
-  frames.reserve(count);
+  // Each frame needs at least its 4-byte length: bounds the count before resizing.
+  if (count > (size - 4) / 4) {
+    frames.clear();
+    return false;
+  }
+  frames.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     if (size - pos < 4) return false;
     const uint32_t length = GetLe32(body + pos);
     pos += 4;
     if (size - pos < length) return false;
-    frames.emplace_back(body + pos, body + pos + length);
+    frames[i].assign(body + pos, body + pos + length);
     pos += length;
   }
   return pos == size;
@@ -444,12 +451,13 @@ bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
   record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
   record->source = SourceId{GetLe32(p + 24)};
   record->body.assign(p + kCaptureRecordHeaderSize, p + length);
-  record->frames.clear();
   if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
     if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
       *why = Status::Malformed("message record: frame lengths do not add up to its body");
       return false;
     }
+  } else {
+    record->frames.clear();
   }
   return true;
 }
