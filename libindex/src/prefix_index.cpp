@@ -866,7 +866,7 @@ struct PrefixIndex::Impl {
     uint32_t scanned = 0;
     for (uint32_t idx = 0; idx < allocated; ++idx) {
       Block& b = block(idx);
-      if (++scanned % 1024 == 0) Tick();
+      if (++scanned % 16 == 0) Tick();  // the lock is released every 1,024 records
       if (b.count == 0) continue;
       for (uint16_t h : mine) {
         if (block(idx).count == 0) break;
