@@ -85,7 +85,8 @@ class ReferenceAdapter {
 
 const std::vector<TokenId> kPrompt = {101, 15, 100, 55, 89, 63};
 
-const InstanceMatch& Get(const PrefixMatch& m, std::string_view name) {
+// A copy: callers pass temporaries, and doctest's CHECK keeps references into its operands.
+InstanceMatch Get(const PrefixMatch& m, std::string_view name) {
   const InstanceMatch* im = m.Find(name);
   REQUIRE(im != nullptr);
   return *im;
@@ -103,7 +104,7 @@ TEST_SUITE("prefix_index") {
     x.Store(s, {91}, std::nullopt, {101, 15}, "DISK");
     x.Store(s, {93}, 92, {89, 63}, "DISK");
     const PrefixMatch m = x.Match(kPrompt);
-    const InstanceMatch& a = Get(m, "A");
+    const InstanceMatch a = Get(m, "A");
     CHECK(a.longest_matched == 6);
     CHECK(a.gpu == 4);
     CHECK(a.cpu == 4);
@@ -132,7 +133,7 @@ TEST_SUITE("prefix_index") {
     x.Store(r0, {1}, std::nullopt, {101, 15}, "CPU");
     x.Store(r1, {1}, std::nullopt, {101, 15}, "GPU");
     x.Remove(r0, {1}, "GPU");
-    const InstanceMatch& a = Get(x.Match(kPrompt), "A");
+    const InstanceMatch a = Get(x.Match(kPrompt), "A");
     CHECK(a.gpu == 2);
     CHECK(a.cpu == 2);
     CHECK(a.dp == DpList{{0, 2}, {1, 2}});
