@@ -406,10 +406,10 @@ struct PrefixIndex::Impl {
   }
 
   // Makes deferred records reusable once no engine map points at them. Amortised O(1) per free:
-  // the sweep visits every engine entry but runs only after max(4096, live/4) frees. The scan is
+  // the sweep visits every engine entry but runs only after max(4096, live/2) frees. The scan is
   // a read (the writer may read without the lock); erasing is chunked under the lock.
   void MaybeRecycle() {
-    if (deferred.size() < std::max<uint64_t>(4096, live_blocks / 4)) return;
+    if (deferred.size() < std::max<uint64_t>(4096, live_blocks / 2)) return;
     WUnlock();
     std::vector<std::pair<uint32_t, uint64_t>> dead;
     for (uint32_t ii = 0; ii < instances.size(); ++ii) {
@@ -840,7 +840,9 @@ struct PrefixIndex::Impl {
         }
       }
       const EngineHash& h = hashes[k];
-      const uint32_t idx = EngineLookup(inst, h.value);
+      const size_t pos = inst.engine.Find(Mix64(h.value), EngineMatch(h.value));
+      uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
+      if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
       if (idx == kNone) {
         if (inst.partials.erase(h.value) == 0) {
           ++r.unmapped;  // B48: an unknown hash creates nothing
@@ -852,7 +854,8 @@ struct PrefixIndex::Impl {
       bool freed = false;
       r.removed += RemovePresence(idx, static_cast<uint16_t>(holder),
                                   static_cast<uint16_t>(1u << t), &freed);
-      if (freed || !InstanceHolds(block(idx), ii)) EngineErase(inst, h.value);
+      // Only the block table changed since the lookup, so `pos` is still the entry.
+      if (freed || !InstanceHolds(block(idx), ii)) inst.engine.EraseAt(pos);
       Tick();
     }
     MaybeRecycle();
