@@ -1,9 +1,12 @@
 // PrefixIndex benches at fixed sizes (docs/benchmarks.md), each beside a baseline doing the same
 // operations on a plain std::unordered_map design in the same binary:
 //
-//  BM_PrefixIndex_Apply          items = block-ops (prefix hashing + presence, no decoding): 64
-//                                instances, 512 BlockStored events of 128 blocks x 16 tokens; the
-//                                first 32 blocks (25%) of every chain are one of 8 shared prompts.
+//  BM_PrefixIndex_Apply          items = block-ops (prefix hashing + presence, no decoding), in
+//                                steady state: 64 instances, a ring of 2,048 chains of 128 blocks x
+//                                16 tokens (the first 32 blocks, 25%, are one of 8 shared prompts);
+//                                1,024 chains resident; each step stores the next chain (one
+//                                BlockStored of 128 blocks) and removes the oldest (one
+//                                BlockRemoved of 128 hashes): 256 block-ops per step.
 //  BM_PrefixIndex_Match/128      a fully matching 128-block query by prefix hashes against an index
 //                                of 64 instances x 336 chains x 128 blocks: 2,066,432 distinct
 //                                presences (each instance repeats its 32 shared blocks);
@@ -107,6 +110,34 @@ class Baseline {
       engine[e.block_hashes[i].value] = hashes[i].value;
     }
   }
+  void Remove(int inst, const BlockRemoved& e) {
+    auto& engine = engine_[inst];
+    for (const EngineHash& h : e.block_hashes) {
+      auto it = engine.find(h.value);
+      if (it == engine.end()) continue;
+      auto b = blocks_.find(it->second);
+      if (b != blocks_.end()) {
+        std::erase_if(b->second, [&](const auto& p) { return p.first == inst; });
+        if (b->second.empty()) blocks_.erase(b);
+      }
+      engine.erase(it);
+    }
+  }
+  // The same answer shape as PrefixIndex (one InstanceMatch per instance, zeros included), so the
+  // comparison includes building the result.
+  PrefixMatch MatchResult(std::span<const PrefixHash> hashes, std::vector<uint64_t>& matched) const {
+    Match(hashes, matched);
+    PrefixMatch out;
+    for (int i = 0; i < kInstances; ++i) {
+      InstanceMatch& m = out.instances.emplace_back();
+      m.instance = names_[static_cast<size_t>(i)];
+      m.block_size = kBlockSize;
+      m.longest_matched = matched[static_cast<size_t>(i)] * kBlockSize;
+      m.gpu = m.longest_matched;
+      m.dp.push_back({0, m.longest_matched});
+    }
+    return out;
+  }
   // Longest match per instance, in blocks.
   void Match(std::span<const PrefixHash> hashes, std::vector<uint64_t>& matched) const {
     matched.assign(kInstances, 0);
@@ -123,6 +154,11 @@ class Baseline {
   }
 
  private:
+  std::vector<std::string> names_ = [] {
+    std::vector<std::string> n;
+    for (int i = 0; i < kInstances; ++i) n.push_back("instance-" + std::to_string(i));
+    return n;
+  }();
   std::unordered_map<uint64_t, std::vector<std::pair<int, uint16_t>>> blocks_;
   std::unordered_map<int, std::unordered_map<uint64_t, uint64_t>> engine_;
 };
@@ -132,14 +168,27 @@ struct Workload {
   std::vector<Chain> chains;  // chains[i] belongs to instance i % kInstances
 };
 
+constexpr int kApplyRing = 2048;
+constexpr int kApplyResident = 1024;
+
 const Workload& ApplyWorkload() {
   static const Workload w = [] {
     Workload x;
     std::mt19937_64 rng(1);
-    for (int i = 0; i < 512; ++i) x.chains.push_back(MakeChain(rng, i % kSharedPrompts));
+    for (int i = 0; i < kApplyRing; ++i) x.chains.push_back(MakeChain(rng, i % kSharedPrompts));
     return x;
   }();
   return w;
+}
+
+EventBatch RemovedBatch(const Chain& c) {
+  BlockRemoved e;
+  e.block_hashes = c.hashes;
+  e.tier = Tier::Gpu();
+  EventBatch b;
+  b.dp_rank = 0;
+  b.events.push_back(std::move(e));
+  return b;
 }
 
 constexpr int kMatchChainsPerInstance = 336;  // 64 x (32 + 336 x 96) = 2,066,432 presences
@@ -187,48 +236,55 @@ using Clock = std::chrono::steady_clock;
 // ------------------------------------------------------------------ apply
 void BM_PrefixIndex_Apply(benchmark::State& state) {
   const Workload& w = ApplyWorkload();
-  std::vector<EventBatch> batches;
-  for (const Chain& c : w.chains) batches.push_back(StoredBatch(c));
-  int64_t ops = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto index = std::make_unique<PrefixIndex>();
-    std::vector<SourceId> ids;
-    for (int i = 0; i < kInstances; ++i) ids.push_back(*index->AddSource(Config(i)));
-    state.ResumeTiming();
-    for (size_t c = 0; c < batches.size(); ++c) {
-      auto r = index->Apply(ids[c % kInstances], batches[c]);
-      benchmark::DoNotOptimize(r);
-      ops += kChainBlocks;
-    }
-    state.PauseTiming();
-    index.reset();
-    state.ResumeTiming();
+  std::vector<EventBatch> stores;
+  std::vector<EventBatch> removes;
+  for (const Chain& c : w.chains) {
+    stores.push_back(StoredBatch(c));
+    removes.push_back(RemovedBatch(c));
   }
-  state.SetItemsProcessed(ops);
+  PrefixIndex index;
+  std::vector<SourceId> ids;
+  for (int i = 0; i < kInstances; ++i) ids.push_back(*index.AddSource(Config(i)));
+  for (int c = 0; c < kApplyResident; ++c) (void)index.Apply(ids[c % kInstances], stores[c]);
+  size_t step = 0;
+  for (auto _ : state) {
+    const size_t in = (step + kApplyResident) % kApplyRing;
+    const size_t out = step % kApplyRing;
+    auto a = index.Apply(ids[in % kInstances], stores[in]);
+    auto b = index.Apply(ids[out % kInstances], removes[out]);
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(b);
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kChainBlocks);
+  state.counters["presences"] = static_cast<double>(index.stats().presences);
 }
-BENCHMARK(BM_PrefixIndex_Apply)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefixIndex_Apply);
 
 void BM_UnorderedMapBaseline_Apply(benchmark::State& state) {
   const Workload& w = ApplyWorkload();
-  std::vector<EventBatch> batches;
-  for (const Chain& c : w.chains) batches.push_back(StoredBatch(c));
-  int64_t ops = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    auto baseline = std::make_unique<Baseline>();
-    state.ResumeTiming();
-    for (size_t c = 0; c < batches.size(); ++c) {
-      baseline->Apply(static_cast<int>(c % kInstances), std::get<BlockStored>(batches[c].events[0]));
-      ops += kChainBlocks;
-    }
-    state.PauseTiming();
-    baseline.reset();
-    state.ResumeTiming();
+  std::vector<EventBatch> stores;
+  std::vector<EventBatch> removes;
+  for (const Chain& c : w.chains) {
+    stores.push_back(StoredBatch(c));
+    removes.push_back(RemovedBatch(c));
   }
-  state.SetItemsProcessed(ops);
+  Baseline baseline;
+  for (int c = 0; c < kApplyResident; ++c) {
+    baseline.Apply(c % kInstances, std::get<BlockStored>(stores[c].events[0]));
+  }
+  size_t step = 0;
+  for (auto _ : state) {
+    const size_t in = (step + kApplyResident) % kApplyRing;
+    const size_t out = step % kApplyRing;
+    baseline.Apply(static_cast<int>(in % kInstances), std::get<BlockStored>(stores[in].events[0]));
+    baseline.Remove(static_cast<int>(out % kInstances),
+                    std::get<BlockRemoved>(removes[out].events[0]));
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kChainBlocks);
 }
-BENCHMARK(BM_UnorderedMapBaseline_Apply)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_UnorderedMapBaseline_Apply);
 
 // ------------------------------------------------------------------ match
 MatchQuery Query() {
@@ -263,8 +319,8 @@ void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   for (auto _ : state) {
     const auto& hashes = f.prefix[i++ % f.prefix.size()];
     const auto t0 = Clock::now();
-    f.baseline->Match(std::span(hashes).first(state.range(0)), matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(std::span(hashes).first(state.range(0)), matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());
@@ -301,8 +357,8 @@ void BM_UnorderedMapBaseline_MatchTokens(benchmark::State& state) {
     hashes.clear();
     AppendPrefixHashes(std::span(tokens).first(state.range(0)), kBlockSize, std::nullopt,
                        kDefaultHashSeed, hashes);
-    f.baseline->Match(hashes, matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(hashes, matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());
@@ -342,8 +398,8 @@ void BM_UnorderedMapBaseline_Miss(benchmark::State& state) {
     const auto t0 = Clock::now();
     hashes.clear();
     AppendPrefixHashes(tokens, kBlockSize, std::nullopt, kDefaultHashSeed, hashes);
-    f.baseline->Match(hashes, matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(hashes, matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());
