@@ -201,9 +201,12 @@ class Cluster {
     c.input_tokens += trace_.input_length(i);
     c.prefix_hit_tokens += PrefixTokens(i, prefix);
 
-    by_load_.erase({load_[instance], instance});
+    // The ordered set is kept only for the routers that ask for the least-loaded instance.
+    const bool ordered = config_.router == RouterKind::kLeastLoaded ||
+                         config_.router == RouterKind::kSession;
+    if (ordered) by_load_.erase({load_[instance], instance});
     load_[instance] += n;
-    by_load_.emplace(load_[instance], instance);
+    if (ordered) by_load_.emplace(load_[instance], instance);
     if (config_.router == RouterKind::kSession && trace_.chat_id(i) >= 0) {
       session_[trace_.chat_id(i)] = instance;
     }
