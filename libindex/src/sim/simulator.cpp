@@ -186,12 +186,7 @@ class Cluster {
     for (uint64_t b = begin + prefix; b < end; ++b) any += cache.Contains(blocks[b]) ? 1 : 0;
 
     // Access: every block in order.
-    BlockIndex parent = kNoBlock;
-    for (uint64_t b = begin; b < end; ++b) {
-      const AccessOutcome outcome = cache.Access(blocks[b], parent);
-      if (outcome.victim != kNoBlock) ++c.evictions;
-      parent = blocks[b];
-    }
+    c.evictions += cache.AccessSequence(blocks.data() + begin, static_cast<size_t>(end - begin));
 
     const uint64_t n = end - begin;
     ++c.requests;
