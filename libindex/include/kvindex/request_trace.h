@@ -103,6 +103,7 @@ class TraceReader {
   uint64_t skipped_ = 0;
   std::string first_skip_error_;
   TraceFormat format_ = TraceFormat::kUnknown;
+  std::vector<uint64_t> id_scratch_;  // the parser's working space, reused across lines
 };
 
 // A whole trace, in processing order: requests stable-sorted by timestamp.

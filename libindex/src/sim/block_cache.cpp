@@ -184,4 +184,14 @@ AccessOutcome BlockCache::Access(BlockIndex block, BlockIndex parent) {
   return outcome;
 }
 
+uint64_t BlockCache::AccessSequence(const BlockIndex* blocks, size_t n) {
+  uint64_t evictions = 0;
+  BlockIndex parent = kNoBlock;
+  for (size_t i = 0; i < n; ++i) {
+    if (Access(blocks[i], parent).victim != kNoBlock) ++evictions;
+    parent = blocks[i];
+  }
+  return evictions;
+}
+
 }  // namespace kvindex::sim

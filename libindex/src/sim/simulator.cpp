@@ -186,12 +186,7 @@ class Cluster {
     for (uint64_t b = begin + prefix; b < end; ++b) any += cache.Contains(blocks[b]) ? 1 : 0;
 
     // Access: every block in order.
-    BlockIndex parent = kNoBlock;
-    for (uint64_t b = begin; b < end; ++b) {
-      const AccessOutcome outcome = cache.Access(blocks[b], parent);
-      if (outcome.victim != kNoBlock) ++c.evictions;
-      parent = blocks[b];
-    }
+    c.evictions += cache.AccessSequence(blocks.data() + begin, static_cast<size_t>(end - begin));
 
     const uint64_t n = end - begin;
     ++c.requests;
@@ -201,9 +196,12 @@ class Cluster {
     c.input_tokens += trace_.input_length(i);
     c.prefix_hit_tokens += PrefixTokens(i, prefix);
 
-    by_load_.erase({load_[instance], instance});
+    // The ordered set is kept only for the routers that ask for the least-loaded instance.
+    const bool ordered = config_.router == RouterKind::kLeastLoaded ||
+                         config_.router == RouterKind::kSession;
+    if (ordered) by_load_.erase({load_[instance], instance});
     load_[instance] += n;
-    by_load_.emplace(load_[instance], instance);
+    if (ordered) by_load_.emplace(load_[instance], instance);
     if (config_.router == RouterKind::kSession && trace_.chat_id(i) >= 0) {
       session_[trace_.chat_id(i)] = instance;
     }
