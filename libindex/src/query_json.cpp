@@ -212,6 +212,15 @@ Result<QueryRequest> ParseCacheRequest(std::string_view body) {
   return request;
 }
 
+Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request) {
+  switch (request.kind) {
+    case QueryKind::kTokens: return index.MatchTokens(request.match, request.tokens);
+    case QueryKind::kEngineHashes: return index.MatchEngineHashes(request.match, request.engine_hashes);
+    case QueryKind::kPrefixHashes: return index.MatchPrefixHashes(request.match, request.prefix_hashes);
+  }
+  return Status::Internal("unknown query kind");
+}
+
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
                               bool conductor_compat) {
   json instances = json::object();

@@ -3,27 +3,10 @@
 independently of the C++ writer. Run from tests/fuzz/: /usr/bin/python3 make_capture_corpus.py"""
 import os
 import struct
+import sys
 
-import xxhash
-
-MAGIC = b"\x89KVCAP\r\n"
-
-
-def file_header(index=0):
-    head = MAGIC + struct.pack("<HHIQ", 1, 32, index, 1750000000000000000)
-    return head + struct.pack("<Q", xxhash.xxh3_64_intdigest(head))
-
-
-def record(rtype, source, recv_ns, body):
-    length = 32 + len(body)
-    first8 = struct.pack("<IBBH", length, rtype, 0, 32)
-    rest = struct.pack("<qII", recv_ns, source, 0) + body
-    checksum = xxhash.xxh3_64_intdigest(rest, seed=struct.unpack("<Q", first8)[0])
-    return first8 + struct.pack("<Q", checksum) + rest
-
-
-def frames(*parts):
-    return struct.pack("<I", len(parts)) + b"".join(struct.pack("<I", len(p)) + p for p in parts)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+from kvcap import file_header, frames, record  # noqa: E402  (the documented format, in Python)
 
 
 def main():

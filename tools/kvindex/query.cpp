@@ -142,13 +142,7 @@ Status RunQuery(const QueryOptions& options) {
     std::fprintf(stderr, "kvindex query: %s: byte %llu: %s\n", p.file.c_str(),
                  static_cast<unsigned long long>(p.offset), p.status.message().c_str());
   }
-  const PrefixIndex& index = loaded->index();
-  Result<PrefixMatch> match = Status::Internal("unset");
-  switch (request.kind) {
-    case QueryKind::kTokens: match = index.MatchTokens(request.match, request.tokens); break;
-    case QueryKind::kEngineHashes: match = index.MatchEngineHashes(request.match, request.engine_hashes); break;
-    case QueryKind::kPrefixHashes: match = index.MatchPrefixHashes(request.match, request.prefix_hashes); break;
-  }
+  const Result<PrefixMatch> match = MatchRequest(loaded->index(), request);
   if (!match.ok()) return match.status();
   if (!options.json.empty()) {
     KVINDEX_RETURN_IF_ERROR(

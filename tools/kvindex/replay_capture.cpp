@@ -136,15 +136,6 @@ Result<std::vector<PendingQuery>> ReadQueries(const std::string& path,
   return queries;
 }
 
-Result<PrefixMatch> Answer(const PrefixIndex& index, const QueryRequest& request) {
-  switch (request.kind) {
-    case QueryKind::kTokens: return index.MatchTokens(request.match, request.tokens);
-    case QueryKind::kEngineHashes: return index.MatchEngineHashes(request.match, request.engine_hashes);
-    case QueryKind::kPrefixHashes: return index.MatchPrefixHashes(request.match, request.prefix_hashes);
-  }
-  return Status::Internal("unknown query kind");
-}
-
 // Aggregates over the answered queries (stderr and --json).
 struct QueryTotals {
   uint64_t answered = 0;
@@ -176,7 +167,7 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   auto answer = [&](PendingQuery& q) {
     q.answered = true;
     ++totals.answered;
-    auto match = Answer(loaded_ptr->index(), q.request);
+    auto match = MatchRequest(loaded_ptr->index(), q.request);
     json data = json::object();
     if (match.ok()) {
       data = json::parse(RenderQueryAnswer(*match, q.request.match.tenant))["data"];

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvindex/block_hash.h"
+#include "kvindex/prefix_index.h"
 #include "kvindex/prefix_match.h"
 #include "kvindex/status.h"
 
@@ -47,6 +48,9 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body);
 // Parses the upstream proxy's /cache body: {"instances": [...], "token_ids": [...],
 // "model_name": ..., "lora_id": ...}. Same errors.
 Result<QueryRequest> ParseCacheRequest(std::string_view body);
+
+// Answers `request` from `index` with the Match* call its kind names (any thread, as Match*).
+Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request);
 
 // Renders the /query answer: {"data": {"<tenant>": {...}}}, or {"data": {}} when `match` has no
 // instance (an unknown model or scope). With `conductor_compat`, without the "data" wrapper, as
