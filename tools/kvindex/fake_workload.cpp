@@ -92,7 +92,16 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       stored.tier = style_.tier;
       stored.scope.block_size = bs;
       stored.scope.model = style_.model;
-      if (style_.store_objects) stored.wire.object_key = ObjectKey(stored.block_hashes.back());
+      if (style_.store_objects) {
+        // Mooncake seed era: a BlockStoreEvent is the stored block plus its object's replica set.
+        stored.tier.reset();
+        const std::string key = ObjectKey(stored.block_hashes.back());
+        stored.wire.object_key = key;
+        out.push_back(std::move(stored));
+        Replica replica{Tier::Cpu(), "tcp://fake-store:0", std::string("memory")};
+        out.push_back(StoreUpdate{key, {replica}});
+        return;
+      }
       out.push_back(std::move(stored));
     };
     if (style_.store_objects) {

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
 
   CommandOutcome outcome;
   // kvindex::cli::Add<Name>Command(app, outcome) for each working subcommand.
+  kvindex::cli::AddPublishFakeCommand(app, outcome);
 
   try {
     app.parse(argc, argv);

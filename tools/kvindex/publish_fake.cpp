@@ -29,7 +29,6 @@
 #include "kvindex/capture.h"
 #include "kvindex/event_codec.h"
 #include "kvindex/framing.h"
-#include "kvindex/ingest.h"
 #include "kvindex/log.h"
 #include "kvindex/source.h"
 #include "kvindex/source_spec.h"
@@ -108,6 +107,13 @@ struct SourceInfo {
   uint64_t dropped = 0, duplicated = 0, corrupted = 0, restarts = 0, lost = 0;
 };
 
+// A source's display name as SourceDisplayName() (ingest.h) spells it: the instance, plus "/dp<r>"
+// with a DP rank label. Re-stated here so publish-fake does not link the index it tests.
+std::string SourceDisplayName(const SourceConfig& config) {
+  if (!config.dp_rank) return config.name;
+  return config.name + "/dp" + std::to_string(*config.dp_rank);
+}
+
 ReplayStyle DefaultReplayStyle(WireFormat f) {
   switch (f) {
     case WireFormat::kVllmMap: return ReplayStyle::kVllmTopic;  // map era = vLLM >= 0.26
@@ -128,9 +134,18 @@ std::string SourceFormatHint(WireFormat f) {
 
 void CountEvents(Item& item) {
   if (!item.batch) return;
-  for (const Event& e : item.batch->events) {
+  const auto& events = item.batch->events;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
     ++item.events;
-    if (const auto* s = std::get_if<BlockStored>(&e)) item.stored += s->block_hashes.size();
+    if (const auto* s = std::get_if<BlockStored>(&e)) {
+      item.stored += s->block_hashes.size();
+      // A seed-era BlockStoreEvent: the StoreUpdate after it is part of the same wire event.
+      if (s->wire.object_key && i + 1 < events.size() &&
+          std::holds_alternative<StoreUpdate>(events[i + 1])) {
+        ++i;
+      }
+    }
     if (const auto* r = std::get_if<BlockRemoved>(&e)) item.removed += r->block_hashes.size();
     if (std::holds_alternative<AllCleared>(e)) ++item.cleared;
     if (const auto* u = std::get_if<StoreUpdate>(&e)) {
@@ -234,8 +249,9 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
   const bool carries_rank = format == WireFormat::kVllm || format == WireFormat::kVllmMap ||
                             format == WireFormat::kMooncake ||
                             (format == WireFormat::kSglang && o.dp_ranks > 1);
-  const double t0 = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
+  // Timestamps in whole milliseconds (Mooncake RFC batches carry integer milliseconds).
+  const int64_t t0_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
   for (size_t si = 0; si < sources.size(); ++si) {
     SourceInfo& src = sources[si];
     FakeCache cache(o.capacity, style);
@@ -253,7 +269,7 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
         seq = src.first_seq;
         item.restart = true;
       }
-      while (pending.size() < o.events_per_batch && !exhausted) {
+      while (pending.size() < (style.store_objects ? 2u : 1u) * o.events_per_batch && !exhausted) {
         std::optional<std::vector<TokenId>> prompt;
         if (synthetic) prompt = synthetic->Next(si);
         else prompt = trace->Next(si);
@@ -266,11 +282,18 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
       }
       if (pending.empty()) break;
       EventBatch batch;
-      const size_t take = std::min<size_t>(pending.size(), o.events_per_batch);
+      // Take events_per_batch wire events; a Mooncake-seed BlockStoreEvent is a BlockStored and
+      // the StoreUpdate of its object, one wire event that is never split.
+      size_t take = 0;
+      for (uint32_t wire = 0; wire < o.events_per_batch && take < pending.size(); ++wire) {
+        const bool pair = style.store_objects && std::holds_alternative<BlockStored>(pending[take]);
+        take += pair ? 2 : 1;
+      }
+      take = std::min(take, pending.size());
       batch.events.assign(std::make_move_iterator(pending.begin()),
                           std::make_move_iterator(pending.begin() + static_cast<ptrdiff_t>(take)));
       pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(take));
-      batch.ts = t0 + static_cast<double>(k) * 0.001;
+      batch.ts = static_cast<double>(t0_ms + static_cast<int64_t>(k)) / 1000.0;
       if (carries_rank) batch.dp_rank = src.rank;
       item.seq = seq++;
       item.recent = recent;

@@ -1,11 +1,14 @@
 #include "kvindex/zmq/publisher.h"
 
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 namespace kvindex {
 namespace {
