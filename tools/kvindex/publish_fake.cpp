@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -257,6 +258,8 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
     FakeCache cache(o.capacity, style);
     std::vector<Event> pending;
     std::vector<TokenId> recent;
+    std::deque<std::pair<std::vector<TokenId>, uint64_t>> served;  // prompt, events through it
+    uint64_t produced = 0, consumed = 0, idle_prompts = 0;
     uint64_t seq = src.first_seq;
     bool exhausted = false;
     for (uint64_t k = 0; o.count == 0 || k < o.count; ++k) {
@@ -266,6 +269,9 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
       if (o.restart_after > 0 && k == o.restart_after) {
         cache.Reset();
         pending.clear();
+        served.clear();
+        recent.clear();
+        consumed = produced;
         seq = src.first_seq;
         item.restart = true;
       }
@@ -277,8 +283,16 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
           exhausted = true;
           break;
         }
+        const size_t before = pending.size();
         cache.Serve(*prompt, pending);
-        recent = std::move(*prompt);
+        produced += pending.size() - before;
+        if (pending.size() == before) {
+          // A full hit publishes nothing; a workload that only hits would never fill a batch.
+          if (++idle_prompts > 10000) exhausted = true;
+        } else {
+          idle_prompts = 0;
+        }
+        served.emplace_back(std::move(*prompt), produced);
       }
       if (pending.empty()) break;
       EventBatch batch;
@@ -293,6 +307,12 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
       batch.events.assign(std::make_move_iterator(pending.begin()),
                           std::make_move_iterator(pending.begin() + static_cast<ptrdiff_t>(take)));
       pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(take));
+      // The latest prompt whose events are all published by now (queries probe it).
+      consumed += take;
+      while (!served.empty() && served.front().second <= consumed) {
+        recent = std::move(served.front().first);
+        served.pop_front();
+      }
       batch.ts = static_cast<double>(t0_ms + static_cast<int64_t>(k)) / 1000.0;
       if (carries_rank) batch.dp_rank = src.rank;
       item.seq = seq++;
