@@ -28,3 +28,7 @@ for _ in range(200):
 sys.exit(1)
 PYEOF
 }
+
+# Tests here run most commands in the background, not through `run`: give fail() its files.
+: >"$stdout_file"
+: >"$stderr_file"
