@@ -394,15 +394,18 @@ Status GenerateCaptureItems(const PublishFakeOptions& o, std::vector<SourceInfo>
 
 // Assigns faults: the k-th batch (1-based within its source) gets drop when k % drop_every == 0,
 // else corrupt, else duplicate. The last batch of a source is never dropped (nothing after it
-// would reveal the hole).
+// would reveal the hole), and the first batch after a restart is never dropped or corrupted (the
+// subscriber learns of the restart from the next sequence and would never ask for it).
 void AssignFaults(const PublishFakeOptions& o, SourceInfo& src) {
   for (size_t i = 0; i < src.items.size(); ++i) {
     Item& item = src.items[i];
     const uint64_t k = i + 1;
     const bool last = i + 1 == src.items.size();
-    if (o.drop_every > 0 && k % o.drop_every == 0 && !last) item.fault = Fault::kDrop;
-    else if (o.corrupt_every > 0 && k % o.corrupt_every == 0) item.fault = Fault::kCorrupt;
-    else if (o.duplicate_every > 0 && k % o.duplicate_every == 0) item.fault = Fault::kDuplicate;
+    if (o.drop_every > 0 && k % o.drop_every == 0 && !last && !item.restart) {
+      item.fault = Fault::kDrop;
+    } else if (o.corrupt_every > 0 && k % o.corrupt_every == 0 && !item.restart) {
+      item.fault = Fault::kCorrupt;
+    } else if (o.duplicate_every > 0 && k % o.duplicate_every == 0) item.fault = Fault::kDuplicate;
   }
 }
 
