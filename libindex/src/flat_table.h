@@ -1,0 +1,126 @@
+// FlatTable: a small open-addressing hash table (linear probing, capacity growing by 1.5x, maximum
+// load 4/5, backward-shift deletion: no tombstones) over caller-defined slots. Private to libindex.
+//
+// Why not std::unordered_map: one node allocation per entry (about 40 bytes of heap and a cache
+// miss per lookup); the index needs ~10 M inserts/s and <= 64 bytes per presence (docs/
+// architecture.md "Index memory layout"). A Traits type supplies:
+//   static bool Empty(const Slot&);        static Slot MakeEmpty();
+//   static uint64_t Hash(const Slot&);     // the hash the slot was inserted with (for rehash)
+// The home bucket depends only on the high 32 bits of the hash, so a slot may keep just those.
+//
+// Thread safety: none; PrefixIndex guards it with its reader-writer lock.
+#ifndef KVINDEX_SRC_FLAT_TABLE_H_
+#define KVINDEX_SRC_FLAT_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace kvindex::internal {
+
+// A 64-bit finaliser (from MurmurHash3's fmix64, written from its description).
+inline uint64_t Mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+template <typename Slot, typename Traits>
+class FlatTable {
+ public:
+  static constexpr size_t kNotFound = static_cast<size_t>(-1);
+
+  size_t size() const { return size_; }
+  size_t capacity() const { return slots_.size(); }
+  size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
+
+  // The home bucket of a hash: its high 32 bits scaled onto the capacity (Lemire's multiply-shift
+  // range reduction), so the capacity need not be a power of two and may grow by 1.5x, which keeps
+  // the average load near 0.7 instead of 0.5 (docs/architecture.md "Index memory layout").
+  size_t Home(uint64_t h) const { return static_cast<size_t>(((h >> 32) * cap_) >> 32); }
+
+  // Position of the first slot with hash `h` for which `match(slot)` holds, or kNotFound.
+  template <typename Match>
+  size_t Find(uint64_t h, Match&& match) const {
+    if (size_ == 0) return kNotFound;
+    for (size_t i = Home(h);; i = Next(i)) {
+      const Slot& s = slots_[i];
+      if (Traits::Empty(s)) return kNotFound;
+      if (match(s)) return i;
+    }
+  }
+
+  void Prefetch(uint64_t h) const {
+    if (cap_ != 0) __builtin_prefetch(&slots_[Home(h)]);
+  }
+
+  Slot& at(size_t pos) { return slots_[pos]; }
+  const Slot& at(size_t pos) const { return slots_[pos]; }
+
+  // Inserts `slot` (whose hash is `h`); the caller has checked it is absent. Returns its position.
+  size_t Insert(uint64_t h, const Slot& slot) {
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
+    size_t i = Home(h);
+    while (!Traits::Empty(slots_[i])) i = Next(i);
+    slots_[i] = slot;
+    ++size_;
+    return i;
+  }
+
+  // Removes the slot at `pos`, shifting later members of its probe run back (no tombstones).
+  void EraseAt(size_t pos) {
+    size_t i = pos;
+    for (size_t j = Next(i);; j = Next(j)) {
+      if (Traits::Empty(slots_[j])) break;
+      const size_t home = Home(Traits::Hash(slots_[j]));
+      // Leave slot j where it is when its home lies cyclically in (i, j].
+      if (Distance(home, j) < Distance(i, j)) continue;
+      slots_[i] = slots_[j];
+      i = j;
+    }
+    slots_[i] = Traits::MakeEmpty();
+    --size_;
+  }
+
+  void Reserve(size_t n) {
+    const size_t cap = n + n / 4 + 16;
+    if (cap > cap_) Grow(cap);
+  }
+
+  // Calls f(slot) for every occupied slot.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const Slot& s : slots_) {
+      if (!Traits::Empty(s)) f(s);
+    }
+  }
+
+ private:
+  size_t Next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+  // Steps from a forward to b, cyclically.
+  size_t Distance(size_t a, size_t b) const { return b >= a ? b - a : b + cap_ - a; }
+
+  void Grow(size_t cap) {
+    std::vector<Slot> old(cap, Traits::MakeEmpty());
+    old.swap(slots_);
+    cap_ = cap;
+    for (const Slot& s : old) {
+      if (Traits::Empty(s)) continue;
+      size_t i = Home(Traits::Hash(s));
+      while (!Traits::Empty(slots_[i])) i = Next(i);
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t cap_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace kvindex::internal
+
+#endif  // KVINDEX_SRC_FLAT_TABLE_H_
