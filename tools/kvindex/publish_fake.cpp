@@ -865,12 +865,17 @@ Status RunPublishFake(PublishFakeOptions o) {
     for (size_t i = 0; i < n; ++i) sim.probe_unseen.push_back(static_cast<TokenId>(rng() % 1000003 + 1000000));
   }
   for (SourceInfo& src : sources) {
-    sim.model.AddSource(src.instance,
-                        format == WireFormat::kVllmV09 || format == WireFormat::kMooncakeSeed ||
-                                (format == WireFormat::kSglang && o.dp_ranks == 1) ||
-                                !o.batches_file.empty() || !o.capture.empty()
-                            ? src.rank_label
-                            : std::optional<DpRank>(src.rank),
+    // The rank the index knows a source's blocks by: the batch's rank when the format sends one
+    // (publish-fake sends the source's), else the source's dp_rank label, else rank 0 for an
+    // engine and none for a Mooncake store (SourceConfig::dp_rank).
+    std::optional<DpRank> rank = src.rank_label;
+    const bool store = src.config.is_store();
+    if (o.capture.empty() && o.batches_file.empty() && format != WireFormat::kMooncakeSeed &&
+        format != WireFormat::kVllmV09 && !(format == WireFormat::kSglang && o.dp_ranks == 1)) {
+      rank = src.rank;
+    }
+    if (!rank && !store) rank = 0;
+    sim.model.AddSource(src.instance, rank,
                         src.config.block_size ? src.config.block_size : o.synth.block_size);
   }
   if (!o.emit_queries.empty()) {
