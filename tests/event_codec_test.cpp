@@ -286,13 +286,17 @@ TEST_CASE("Encoding refuses what a format cannot carry, naming it") {
   CHECK(v09.message() == "event 0: tier cannot be carried by vllm-v0.9");
   batch.dp_rank = 1;
   CHECK(EncodeEventBatch(batch, WireFormat::kMooncakeSeed, out).code() ==
-        StatusCode::kUnsupported);
+        StatusCode::kUnsupported);  // a BlockStored without its store object
   std::get<BlockStored>(batch.events[0]).scope.block_size.reset();
   CHECK(EncodeEventBatch(batch, WireFormat::kVllm, out).code() == StatusCode::kInvalidArgument);
   CHECK(EncodeEventBatch(batch, WireFormat::kMooncake, out).ok());  // RFC block_size optional
+  // A ts that is not whole milliseconds stays exact as float64 seconds.
   batch.ts = 0.0001;
-  CHECK(EncodeEventBatch(batch, WireFormat::kMooncake, out).code() ==
-        StatusCode::kUnsupported);  // not whole milliseconds
+  REQUIRE(EncodeEventBatch(batch, WireFormat::kMooncake, out).ok());
+  CHECK(static_cast<uint8_t>(out[1]) == 0xcb);
+  auto back = DecodeEventBatch(out);
+  REQUIRE(back.ok());
+  CHECK(back->ts == 0.0001);
   // A spelling must spell its tier.
   BlockRemoved r{{EngineHash{1}}, Tier::Cpu(), {}, {}};
   r.wire.tier_spelling = "disk";

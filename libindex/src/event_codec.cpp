@@ -139,6 +139,21 @@ using codec_internal::NormaliseHashString;
 constexpr int kBatchLevel = 1;
 constexpr int kEventLevel = 3;  // batch > events > event
 
+// The publisher family of an event. A batch holds one family (plus neutral clears): an event of
+// another family fails alone with kUnsupported, so every decoded batch has a format that
+// encodes it exactly.
+enum class Family : uint8_t { kNeutral, kEngine, kRfc, kSeed };
+
+const char* FamilyName(Family f) {
+  switch (f) {
+    case Family::kEngine: return "vLLM/SGLang";
+    case Family::kRfc: return "Mooncake RFC #1527";
+    case Family::kSeed: return "Mooncake seed";
+    case Family::kNeutral: break;
+  }
+  return "neutral";
+}
+
 // What the decoder saw, for picking the detected format.
 struct Flags {
   bool ts_int = false;
@@ -146,6 +161,7 @@ struct Flags {
   bool any_map_event = false;
   bool any_rfc_event = false;
   bool any_seed_event = false;
+  bool any_engine_event = false;
   bool negative_hash = false;
   bool sglang_metadata = false;
   uint32_t batch_len = 0;
@@ -162,7 +178,8 @@ struct ExtraItem {
 };
 struct ExtraKeys {
   bool present = false;
-  std::vector<std::vector<ExtraItem>> blocks;
+  // (block index, items) for the blocks that carry keys; nil and empty entries take no memory.
+  std::vector<std::pair<uint32_t, std::vector<ExtraItem>>> blocks;
 };
 
 // Every field a map event (vLLM, SGLang or RFC) may carry.
@@ -334,7 +351,9 @@ class Decoder {
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* p = r_.position();
-      if (*p == 0xcf && r_.remaining() >= 9) {  // the common vLLM form: uint64
+      // (ReadArray's count check holds at the header only: wide elements may have used the
+      // bytes since, so every element checks that it is there.)
+      if (r_.remaining() >= 9 && *p == 0xcf) {  // the common vLLM form: uint64
         out.push_back(EngineHash{Reader::Be64(p + 1)});
         r_.set_position(p + 9);
         continue;
@@ -362,42 +381,44 @@ class Decoder {
     out.clear();
     out.resize(n);
     TokenId* dst = out.data();
+    // The hot loop of every decode: local pointers, the common widths first.
+    const uint8_t* p = r_.position();
+    const uint8_t* const end = p + r_.remaining();
     for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t* p = r_.position();
-      // r_.ReadArray guaranteed at least one byte per remaining element.
+      if (p >= end) {
+        r_.set_position(p);
+        return TypeFail(field, "int token id");
+      }
       const uint8_t b = *p;
       if (b < 0x80) {
         dst[i] = b;
-        r_.set_position(p + 1);
-        continue;
-      }
-      if (b == 0xcd && r_.remaining() >= 3) {
-        dst[i] = Reader::Be16(p + 1);
-        r_.set_position(p + 3);
-        continue;
-      }
-      if (b == 0xce && r_.remaining() >= 5) {
+        p += 1;
+      } else if (b == 0xce && end - p >= 5) {
         dst[i] = Reader::Be32(p + 1);
-        r_.set_position(p + 5);
-        continue;
-      }
-      if (b == 0xcc && r_.remaining() >= 2) {
+        p += 5;
+      } else if (b == 0xcd && end - p >= 3) {
+        dst[i] = Reader::Be16(p + 1);
+        p += 3;
+      } else if (b == 0xcc && end - p >= 2) {
         dst[i] = p[1];
-        r_.set_position(p + 2);
-        continue;
-      }
-      uint64_t bits;
-      bool negative;
-      if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
-      if (negative || bits > UINT32_MAX) {
+        p += 2;
+      } else {
         r_.set_position(p);
-        return Fail(StatusCode::kMalformed, field,
-                    "token id " + (negative ? std::to_string(static_cast<int64_t>(bits))
-                                            : std::to_string(bits)) +
-                        " at index " + std::to_string(i) + " does not fit in 32 bits");
+        uint64_t bits;
+        bool negative;
+        if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
+        if (negative || bits > UINT32_MAX) {
+          r_.set_position(p);
+          return Fail(StatusCode::kMalformed, field,
+                      "token id " + (negative ? std::to_string(static_cast<int64_t>(bits))
+                                              : std::to_string(bits)) +
+                          " at index " + std::to_string(i) + " does not fit in 32 bits");
+        }
+        dst[i] = static_cast<TokenId>(bits);
+        p = r_.position();
       }
-      dst[i] = static_cast<TokenId>(bits);
     }
+    r_.set_position(p);
     return true;
   }
 
@@ -516,7 +537,14 @@ class Decoder {
     }
     std::string_view s;
     if (!r_.ReadStr(s)) return TypeFail(field, "str or nil");
-    tier = ParseTier(s);
+    // The canonical spellings skip ParseTier's case-insensitive table walk.
+    if (s == "GPU") {
+      tier = Tier::Gpu();
+    } else if (s == "CPU") {
+      tier = Tier::Cpu();
+    } else {
+      tier = ParseTier(s);
+    }
     if (s != tier->name()) {
       spelling = std::string(s);
     } else {
@@ -590,16 +618,16 @@ class Decoder {
     uint32_t n;
     if (!r_.ReadArray(n)) return TypeFail("extra_keys", "array or nil");
     extra.present = true;
-    extra.blocks.resize(n);
     for (uint32_t b = 0; b < n; ++b) {
-      auto& items = extra.blocks[b];
       const Type t = r_.PeekType();
       if (t == Type::kNil) {
         r_.TryNil();
         continue;
       }
+      std::vector<ExtraItem> items;
       if (t == Type::kMap) {
         if (!ReadTypedExtraItem(items, true)) return false;
+        if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
         continue;
       }
       uint32_t m;
@@ -632,6 +660,7 @@ class Decoder {
           return false;
         }
       }
+      if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
     }
     return true;
   }
@@ -642,8 +671,8 @@ class Decoder {
     std::optional<std::string> salt;
     bool any_mm = false;
     std::vector<std::vector<MultimodalKey>> mm(ev.block_hashes.size());
-    for (size_t b = 0; b < extra.blocks.size(); ++b) {
-      for (ExtraItem& item : extra.blocks[b]) {
+    for (auto& [b, items] : extra.blocks) {
+      for (ExtraItem& item : items) {
         switch (item.kind) {
           case ExtraItem::Kind::kStr:
             // A tuple starts with the LoRA name when the request has one; any other string is
@@ -711,7 +740,8 @@ class Decoder {
       return Fail(StatusCode::kMalformed, "BlockStored",
                   "expected at least 6 elements (tag + 5 fields), got " + std::to_string(n));
     }
-    BlockStored ev;
+    // Built in place (a BlockStored is large); the caller drops it again if decoding fails.
+    BlockStored& ev = std::get<BlockStored>(out.emplace_back(std::in_place_type<BlockStored>));
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     if (!ReadOptHash("parent_block_hash", ev.parent)) return false;
     if (!ReadTokens("token_ids", ev.token_ids)) return false;
@@ -742,13 +772,12 @@ class Decoder {
     }
     if (meta_salt) ev.scope.salt = std::move(meta_salt);
     ResolveExtraKeys(extra, ev);
-    out.push_back(std::move(ev));
     return true;
   }
 
   bool DecodeRemovedArray(uint32_t n, std::vector<Event>& out) {
     if (n < 2) return Fail(StatusCode::kMalformed, "BlockRemoved", "missing block_hashes");
-    BlockRemoved ev;
+    BlockRemoved& ev = std::get<BlockRemoved>(out.emplace_back(std::in_place_type<BlockRemoved>));
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     for (uint32_t i = 2; i < n; ++i) {
       bool ok = true;
@@ -759,7 +788,6 @@ class Decoder {
       }
       if (!ok) return false;
     }
-    out.push_back(std::move(ev));
     return true;
   }
 
@@ -911,10 +939,20 @@ class Decoder {
       if (!ok) return false;
     }
     if (f.event_type) flags_.any_rfc_event = true;
-    return BuildMapEvent(f, out);
+    const bool rfc = f.event_type.has_value() || f.has_seq_hashes;
+    if (!BuildMapEvent(f, out, rfc)) return false;
+    if (rfc) {
+      event_family_ = Family::kRfc;
+    } else if (!std::holds_alternative<AllCleared>(out.back())) {
+      event_family_ = Family::kEngine;
+    }
+    return true;
   }
 
-  bool BuildMapEvent(MapFields& f, std::vector<Event>& out) {
+  // Builds the event from the fields of its family: an RFC #1527 map (event_type or seq_hashes)
+  // keeps the store publisher's keys, a vLLM/SGLang map keeps the engine's; the other family's
+  // keys are ignored like unknown keys. An engine AllBlocksCleared carries nothing.
+  bool BuildMapEvent(MapFields& f, std::vector<Event>& out, bool rfc) {
     enum class Kind { kStored, kRemoved, kCleared, kUnknown } kind = Kind::kUnknown;
     std::string_view tag;
     // RFC #1527: event_type wins over the legacy `type` alias.
@@ -937,31 +975,48 @@ class Decoder {
                   "unknown event '" + std::string(tag) + "'");
     }
     EventScopeFields scope;
-    scope.model = std::move(f.model);
-    scope.tenant = std::move(f.tenant);
-    scope.salt = f.salt ? std::move(f.salt) : std::move(f.meta_salt);
-    scope.lora_name = std::move(f.lora_name);
-    scope.lora_id = f.lora_id;
-    scope.block_size = f.block_size;
-    scope.group = f.group_idx ? f.group_idx : f.group_id;
-    scope.dp_rank = f.dp_rank;
     WireDetails wire;
-    wire.event_id = f.event_id;
-    wire.timestamp_ms = f.timestamp;
-    wire.backend_id = std::move(f.backend_id);
-    wire.base_block_idx = f.base_block_idx;
-    wire.object_key = std::move(f.object_key);
-    wire.spec_kind = std::move(f.spec_kind);
-    wire.sliding_window = f.sliding_window;
-    wire.locality = std::move(f.locality);
-    wire.ownership = std::move(f.ownership);
-    wire.session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
+    if (rfc) {
+      scope.model = std::move(f.model);
+      scope.tenant = std::move(f.tenant);
+      scope.salt = std::move(f.salt);
+      scope.lora_name = std::move(f.lora_name);
+      scope.block_size = f.block_size;
+      scope.group = f.group_id;
+      scope.dp_rank = f.dp_rank;
+      wire.event_id = f.event_id;
+      wire.timestamp_ms = f.timestamp;
+      wire.backend_id = std::move(f.backend_id);
+      wire.base_block_idx = f.base_block_idx;
+      wire.object_key = std::move(f.object_key);
+      f.extra = ExtraKeys{};
+    } else if (kind == Kind::kCleared) {
+      out.push_back(AllCleared{});
+      return true;
+    } else if (kind == Kind::kRemoved) {
+      scope.group = f.group_idx;
+      wire.locality = std::move(f.locality);
+      wire.ownership = std::move(f.ownership);
+    } else {
+      scope.salt = std::move(f.meta_salt);
+      scope.lora_name = std::move(f.lora_name);
+      scope.lora_id = f.lora_id;
+      scope.block_size = f.block_size;
+      scope.group = f.group_idx;
+      wire.spec_kind = std::move(f.spec_kind);
+      wire.sliding_window = f.sliding_window;
+      wire.locality = std::move(f.locality);
+      wire.ownership = std::move(f.ownership);
+      wire.session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
+    }
     wire.tier_spelling = std::move(f.tier_spelling);
     const bool has_hashes = f.has_seq_hashes || f.has_block_hashes;
     std::vector<EngineHash>& hashes = f.has_seq_hashes ? f.seq_hashes : f.block_hashes;
     switch (kind) {
       case Kind::kStored: {
         if (!has_hashes) return Fail(StatusCode::kMalformed, "block_hashes", "missing");
+        // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
+        if (!rfc && !f.block_size) return Fail(StatusCode::kMalformed, "block_size", "missing");
         BlockStored ev;
         ev.block_hashes = std::move(hashes);
         ev.parent = f.parent_hash ? f.parent_hash : f.parent_block_hash;
@@ -997,6 +1052,7 @@ class Decoder {
   // ---- one event ----
 
   bool DecodeEvent(std::vector<Event>& out) {
+    event_family_ = Family::kNeutral;
     const Type t = r_.PeekType();
     if (t == Type::kMap) return DecodeMapEvent(out);
     uint32_t n;
@@ -1004,8 +1060,10 @@ class Decoder {
     if (n == 0) return Fail(StatusCode::kMalformed, "event", "empty array (no tag)");
     std::string_view tag;
     if (!r_.ReadStr(tag)) return TypeFail("tag", "str");
-    if (tag == "BlockStored") return DecodeStoredArray(n, out);
-    if (tag == "BlockRemoved") return DecodeRemovedArray(n, out);
+    if (tag == "BlockStored" || tag == "BlockRemoved") {
+      event_family_ = Family::kEngine;
+      return tag == "BlockStored" ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
+    }
     if (tag == "AllBlocksCleared" || tag == "RemoveAllEvent") {
       if (tag[0] == 'R') flags_.any_seed_event = true;
       for (uint32_t i = 1; i < n; ++i) {
@@ -1016,10 +1074,12 @@ class Decoder {
     }
     if (tag == "BlockUpdateEvent") {
       flags_.any_seed_event = true;
+      event_family_ = Family::kSeed;
       return DecodeStoreUpdateArray(n, out);
     }
     if (tag == "BlockStoreEvent") {
       flags_.any_seed_event = true;
+      event_family_ = Family::kSeed;
       return DecodeBlockStoreArray(n, out);
     }
     return Fail(StatusCode::kUnsupported, "tag", "unknown event '" + std::string(tag) + "'");
@@ -1052,12 +1112,28 @@ class Decoder {
                   std::to_string(n) + " events exceed the limit of " +
                       std::to_string(kMaxEventsPerBatch));
     }
-    batch.events.reserve(batch.events.size() + n);
+    // An event struct is far larger than its smallest encoding (1 byte), so reserve only what
+    // the remaining bytes could plausibly hold rather than trusting the announced count.
+    batch.events.reserve(batch.events.size() + std::min<size_t>(n, r_.remaining() / 16 + 1));
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* start = r_.position();
       const size_t start_offset = r_.offset();
       const size_t before = batch.events.size();
-      if (DecodeEvent(batch.events)) continue;
+      if (DecodeEvent(batch.events)) {
+        flags_.any_engine_event |= event_family_ == Family::kEngine;
+        if (event_family_ == Family::kNeutral || event_family_ == family_) continue;
+        if (family_ == Family::kNeutral) {
+          family_ = event_family_;
+          continue;
+        }
+        batch.events.resize(before);
+        batch.errors.push_back(EventError{
+            i, Status::Unsupported("event " + std::to_string(i) + " (byte " +
+                                   std::to_string(start_offset) + "): a " +
+                                   FamilyName(event_family_) + " event in a " +
+                                   FamilyName(family_) + " batch")});
+        continue;
+      }
       // This event alone fails: record it, then find the next one.
       batch.events.resize(before);
       batch.errors.push_back(EventError{
@@ -1067,7 +1143,6 @@ class Decoder {
       if (!Skip("event " + std::to_string(i), 2)) {
         // The event's extent is unknown, so the batch cannot go on.
         batch.errors.pop_back();
-        (void)start_offset;
         return false;
       }
     }
@@ -1077,6 +1152,8 @@ class Decoder {
  private:
   Reader& r_;
   Flags& flags_;
+  Family family_ = Family::kNeutral;        // of the batch: its first non-neutral event's
+  Family event_family_ = Family::kNeutral;  // of the event just decoded
   StatusCode fail_code_ = StatusCode::kOk;
   size_t fail_offset_ = 0;
   std::string fail_message_;
@@ -1180,7 +1257,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
     positional = {WireFormat::kVllm, WireFormat::kSglang, WireFormat::kVllmV09};
   }
   if (flags.any_seed_event) order.push_back(WireFormat::kMooncakeSeed);
-  if (flags.ts_int || flags.any_rfc_event || hint == FormatHint::kMooncake) {
+  if (flags.any_rfc_event ||
+      ((flags.ts_int || hint == FormatHint::kMooncake) && !flags.any_engine_event)) {
     order.push_back(WireFormat::kMooncake);
   }
   if (flags.any_map_event) order.push_back(WireFormat::kVllmMap);

@@ -99,8 +99,8 @@ Status CheckSpelling(size_t index, const std::optional<Tier>& tier,
 
 // extra_keys hold one entry per block: multimodal keys need one list per block, a salt needs a
 // first block, and an all-empty list would decode as no keys.
-Status CheckExtraKeys(size_t index, const BlockStored& ev) {
-  if (ev.scope.salt && ev.block_hashes.empty()) {
+Status CheckExtraKeys(size_t index, const BlockStored& ev, bool salt_elsewhere) {
+  if (ev.scope.salt && ev.block_hashes.empty() && !salt_elsewhere) {
     return Status::InvalidArgument("event " + std::to_string(index) +
                                    ": a salt needs at least one block to travel in extra_keys");
   }
@@ -156,7 +156,7 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
-        return CheckExtraKeys(i, *s);
+        return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
       case WireFormat::kVllmMap:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(
             i, present,
@@ -164,7 +164,7 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
                 kSlidingWindow | kLocality | kOwnership | kSessionId,
             format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
-        return CheckExtraKeys(i, *s);
+        return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
       case WireFormat::kSglang:
         KVINDEX_RETURN_IF_ERROR(
             CheckAllowed(i, present, kBlockSize | kLoraId | kTier | kSalt | kSessionId, format));
@@ -277,6 +277,7 @@ void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_signed)
 }
 void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
   w.Array(tokens.size());
+  w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);
 }
 
@@ -290,7 +291,12 @@ void WriteEmbeds(Writer& w, const std::string& id) {
   w.Bin(digest);
 }
 
-bool HasExtraKeys(const BlockStored& ev) { return ev.scope.salt || !ev.multimodal.empty(); }
+bool HasExtraKeys(const BlockStored& ev) {
+  return (ev.scope.salt && !ev.block_hashes.empty()) || !ev.multimodal.empty();
+}
+// A salt on an event without blocks cannot travel in extra_keys; vllm-map then sends it as
+// SGLang's metadata map (a kvindex choice: vLLM itself never salts an empty event).
+bool SaltInMetadata(const BlockStored& ev) { return ev.scope.salt && ev.block_hashes.empty(); }
 
 // vLLM's raw extra_keys: per block nil or (lora_name?, (mm_id, offset)..., cache_salt on the
 // first block); prompt-embeds keys go back to bin digests.
@@ -360,7 +366,8 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     const bool extra = HasExtraKeys(*s);
     const size_t n = 8 + (extra ? 1 : 0) + (s->scope.group ? 1 : 0) + (s->wire.spec_kind ? 1 : 0) +
                      (s->wire.sliding_window ? 1 : 0) + (s->wire.locality ? 1 : 0) +
-                     (s->wire.ownership ? 1 : 0) + (s->wire.session_id ? 1 : 0);
+                     (s->wire.ownership ? 1 : 0) + (s->wire.session_id ? 1 : 0) +
+                     (SaltInMetadata(*s) ? 1 : 0);
     w.Map(n);
     w.Str("type");
     w.Str("BlockStored");
@@ -405,6 +412,12 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     if (s->wire.session_id) {
       w.Str("session_id");
       w.Str(*s->wire.session_id);
+    }
+    if (SaltInMetadata(*s)) {
+      w.Str("metadata");
+      w.Map(1);
+      w.Str("cache_salt");
+      w.Str(*s->scope.salt);
     }
   } else if (const auto* r = std::get_if<BlockRemoved>(&event)) {
     const size_t n = 3 + (r->scope.group ? 1 : 0) + (r->wire.locality ? 1 : 0) +
@@ -620,6 +633,13 @@ size_t CountSeedEvents(const EventBatch& batch) {
   return n;
 }
 
+// True when ts is a whole number of milliseconds within ±2^48 ms (exact through int ms).
+bool WholeMilliseconds(double ts) {
+  const double ms = ts * 1000.0;
+  return std::fabs(ms) <= static_cast<double>(int64_t{1} << 48) &&
+         static_cast<double>(std::llround(ms)) / 1000.0 == ts;
+}
+
 size_t EstimateSize(const EventBatch& batch) {
   size_t bytes = 32;
   for (const Event& e : batch.events) {
@@ -637,19 +657,11 @@ size_t EstimateSize(const EventBatch& batch) {
 }  // namespace
 
 Status CheckEncodable(const EventBatch& batch, WireFormat format) {
-  if (batch.dp_rank && (format == WireFormat::kVllmV09 || format == WireFormat::kMooncakeSeed)) {
+  if (batch.dp_rank && format == WireFormat::kVllmV09) {
     return Status::Unsupported("batch: dp_rank cannot be carried by " +
                                std::string(WireFormatName(format)));
   }
   if (!std::isfinite(batch.ts)) return Status::InvalidArgument("batch: ts is not finite");
-  if (format == WireFormat::kMooncake) {
-    const double ms = batch.ts * 1000.0;
-    if (!(std::fabs(ms) <= static_cast<double>(int64_t{1} << 48)) ||
-        static_cast<double>(std::llround(ms)) / 1000.0 != batch.ts) {
-      return Status::Unsupported("batch: ts " + std::to_string(batch.ts) +
-                                 " is not a whole number of milliseconds for mooncake");
-    }
-  }
   if (batch.events.size() > kMaxEventsPerBatch) {
     return Status::LimitExceeded("batch: more than " + std::to_string(kMaxEventsPerBatch) +
                                  " events");
@@ -694,18 +706,26 @@ Status EncodeEventBatch(const EventBatch& batch, WireFormat format, std::vector<
       break;
     case WireFormat::kMooncake:
       w.Array(3);
-      w.Int(std::llround(batch.ts * 1000.0));
+      if (WholeMilliseconds(batch.ts)) {
+        w.Int(std::llround(batch.ts * 1000.0));
+      } else {  // kept exact as float64 seconds, the engines' envelope (the decoder takes both)
+        w.Float64(batch.ts);
+      }
       w.Array(batch.events.size());
       for (const Event& e : batch.events) WriteMooncakeEvent(w, e);
       WriteOptInt(w, batch.dp_rank);
       break;
     case WireFormat::kMooncakeSeed:
-      w.Array(2);
+      // The seed batch has no rank; a rank, when set, goes in a third element (kvindex's choice,
+      // as every engine envelope does).
+      w.Array(batch.dp_rank ? 3 : 2);
       w.Float64(batch.ts);
       w.Array(CountSeedEvents(batch));
       for (size_t i = 0; i < batch.events.size();) i += WriteSeedEvent(w, batch, i);
+      if (batch.dp_rank) w.Int(*batch.dp_rank);
       break;
   }
+  w.Finish();
   return Status::Ok();
 }
 

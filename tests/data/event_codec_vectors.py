@@ -330,15 +330,24 @@ vec("mooncake RFC: tokens, parent, salt, lora, group, per-event dp_rank, cleared
            cleared("cpu", scope=RFC_SCOPE, wire=dict(RFC_WIRE, event_id=9))], dp_rank=2),
     encode="mooncake", hint="mooncake")
 
-vec("mooncake RFC: event_type wins over type; seq_hashes over block_hashes; legacy-only map",
+vec("mooncake RFC minimal: only event_type, seq_hashes and medium", "mooncake-rfc",
+    [1750000000000, [{"event_type": "removed", "seq_hashes": [42], "medium": "cpu"}], 0],
+    batch(1750000000.0, [removed([42], "cpu")], dp_rank=0))
+
+vec("mooncake RFC: event_type wins over type, seq_hashes over block_hashes, int tenant_id",
     "mooncake-rfc",
     [1750000000000, [{"event_type": "removed", "type": "BlockStored", "seq_hashes": [1],
-                      "block_hashes": [99], "medium": "disk"},
-                     {"type": "BlockStored", "block_hashes": [-1], "parent_block_hash": 8,
-                      "token_ids": [1, 2], "block_size": 2, "tenant_id": 17}], 0],
-    batch(1750000000.0, [removed([1], "disk"),
-                         stored([-1], 8, [1, 2], scope={"block_size": 2, "tenant": "17"})],
-          dp_rank=0),
+                      "block_hashes": [99], "medium": "disk", "tenant_id": 17,
+                      "lora_id": 5, "session_id": "engine-only keys are ignored"}], 0],
+    batch(1750000000.0, [removed([1], "disk", scope={"tenant": "17"})], dp_rank=0),
+    hint="mooncake")
+
+vec("a map without event_type or seq_hashes is a vLLM/SGLang map (RFC keys ignored)",
+    "vllm-map",
+    [1750000000000, [{"type": "BlockStored", "block_hashes": [-1], "parent_block_hash": 8,
+                      "token_ids": [1, 2], "block_size": 2, "tenant_id": 17,
+                      "model_name": "ignored"}], 0],
+    batch(1750000000.0, [stored([-1], 8, [1, 2], scope={"block_size": 2})], dp_rank=0),
     hint="mooncake")
 
 # ---- Mooncake seed era -----------------------------------------------------------------------
@@ -373,6 +382,15 @@ vec("unknown tag between good events: only it fails (unsupported)", "errors",
     batch(TS, [removed([1], "GPU"), cleared()], dp_rank=0,
           errors=[{"index": 1, "code": "unsupported"}]))
 
+vec("events of another publisher family than the batch's first fail alone (unsupported)",
+    "errors",
+    [TS, [["AllBlocksCleared"], ["BlockRemoved", [1], "GPU"],
+          ["BlockUpdateEvent", "k", []],
+          {"event_type": "removed", "seq_hashes": [2]},
+          ["RemoveAllEvent"], ["BlockRemoved", [3], None]], 0],
+    batch(TS, [cleared(), removed([1], "GPU"), cleared(), removed([3])], dp_rank=0,
+          errors=[{"index": 2, "code": "unsupported"}, {"index": 3, "code": "unsupported"}]))
+
 vec("token id beyond u32 and a wrong-typed field: those events fail (malformed)", "errors",
     [TS, [["BlockStored", [1], None, [2**32], 1, None],
           ["BlockStored", [2], None, "not-a-list", 1, None],
@@ -390,12 +408,28 @@ def to_json():
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--corpus":
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--corpus":
+        # --corpus DIR [GOLDEN_DIR]: the fuzz corpus, these payloads plus the golden captures'.
+        import glob
         import os
         os.makedirs(sys.argv[2], exist_ok=True)
         for i, v in enumerate(VECTORS):
             with open(os.path.join(sys.argv[2], "vector-%02d.bin" % i), "wb") as f:
                 f.write(bytes.fromhex(v["payload_hex"]))
+        if len(sys.argv) == 4:
+            seen = set()
+            for path in sorted(glob.glob(os.path.join(sys.argv[3], "*.json"))):
+                doc = json.load(open(path))
+                stem = os.path.splitext(os.path.basename(path))[0]
+                frames = doc.get("frames", []) + doc.get("encoded_only", [])
+                for i, frame in enumerate(frames):
+                    payload = bytes.fromhex(frame["payload_hex"])
+                    if payload in seen:
+                        continue
+                    seen.add(payload)
+                    with open(os.path.join(sys.argv[2], "golden-%s-%02d.bin" % (stem, i)),
+                              "wb") as f:
+                        f.write(payload)
         return
     print(json.dumps(to_json(), indent=1))
 
