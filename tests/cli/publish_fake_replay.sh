@@ -11,7 +11,7 @@ for style in vllm vllm-topic mooncake; do
   sub_pid=$!
   timeout 40 "$KVINDEX" publish-fake --format vllm --replay-style "$style" --topic kv-events \
     --count 20 --ring 5 --port "$base" --replay-port $((base + 1)) --rate 0 \
-    --wait-subscribers 1 --wait-timeout 15 --linger 5 --json "$TMP/$style.json" 2>"$TMP/$style.err" &
+    --wait-subscribers 1 --wait-timeout 15 --linger 2 --json "$TMP/$style.json" 2>"$TMP/$style.err" &
   pub_pid=$!
   wait $sub_pid
   ep=tcp://127.0.0.1:$((base + 1))
@@ -19,8 +19,8 @@ for style in vllm vllm-topic mooncake; do
   $SUB replay --endpoint $ep --start 2 --idle 3 >"$TMP/$style.before"
   $SUB replay --endpoint $ep --start 20 --idle 3 >"$TMP/$style.past"
   # Malformed: no empty delimiter (the Go conductor's request), and a 4-byte sequence.
-  $SUB replay --endpoint $ep --raw 0000000000000011 --idle 1 >"$TMP/$style.bad1"
-  $SUB replay --endpoint $ep --raw "" 00000011 --idle 1 >"$TMP/$style.bad2"
+  $SUB replay --endpoint $ep --raw 0000000000000011 --idle 0.5 >"$TMP/$style.bad1"
+  $SUB replay --endpoint $ep --raw "" 00000011 --idle 0.5 >"$TMP/$style.bad2"
   wait $pub_pid || fail "$style: publish-fake failed: $(cat "$TMP/$style.err")"
   "$PY" - "$style" "$TMP/$style" >"$TMP/check" 2>&1 <<'PYEOF' || fail "$style: $(cat "$TMP/check")"
 import json, sys

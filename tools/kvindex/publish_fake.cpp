@@ -717,8 +717,24 @@ Status PublishLive(const PublishFakeOptions& o, std::vector<SourceInfo>& sources
   }
   run.send_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (o.linger > 0) {
-    KVINDEX_RETURN_IF_ERROR(SleepServing(
-        run, Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.linger * 1000))));
+    // Keep answering until `linger` seconds pass without a replay request (well-formed or not).
+    const auto quiet = std::chrono::milliseconds(static_cast<int64_t>(o.linger * 1000));
+    auto requests = [&run] {
+      uint64_t n = 0;
+      for (const auto& p : run.publishers) {
+        n += p->counters().replay_requests + p->counters().replay_malformed;
+      }
+      return n;
+    };
+    uint64_t seen = requests();
+    auto deadline = Clock::now() + quiet;
+    while (Clock::now() < deadline) {
+      KVINDEX_RETURN_IF_ERROR(SleepServing(run, std::min(deadline, Clock::now() + std::chrono::milliseconds(50))));
+      if (requests() != seen) {
+        seen = requests();
+        deadline = Clock::now() + quiet;
+      }
+    }
   }
   return Status::Ok();
 }
@@ -1064,7 +1080,8 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--restart-after", o.restart_after,
                   "After N batches per source, restart: empty the cache and ring, reset the sequence");
   cmd->add_option("--ring", o.ring, "Replay ring size in batches")->capture_default_str();
-  cmd->add_option("--linger", o.linger, "Keep serving replay requests S seconds after the last batch")
+  cmd->add_option("--linger", o.linger,
+                  "After the last batch, keep serving replay requests until S seconds pass without one")
       ->capture_default_str();
   cmd->add_option("--wait-subscribers", o.wait_subscribers,
                   "Wait until N subscriptions reached every source (XPUB) before publishing");
