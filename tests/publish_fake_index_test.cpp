@@ -55,7 +55,9 @@ struct Checker : IngestObserver {
   void Check(Query& q) {
     q.answered = true;
     const nlohmann::json got = Answer(*index, q);
-    for (const auto& [instance, want] : q.expect.items()) {
+    for (auto it = q.expect.begin(); it != q.expect.end(); ++it) {
+      const std::string instance = it.key();
+      const nlohmann::json want = it.value();
       CAPTURE(q.id);
       CAPTURE(instance);
       REQUIRE_MESSAGE(got.contains(instance), "index has no answer for " << instance);
