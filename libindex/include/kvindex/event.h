@@ -99,7 +99,7 @@ struct Replica {
   std::string location;
   // The replica type as sent ("memory", "disk", "local_disk"), when it differs from tier.name();
   // kept so the seed format encodes back to the publisher's bytes (added by the codec).
-  std::optional<std::string> tier_spelling;
+  std::optional<std::string> tier_spelling = std::nullopt;
   friend bool operator==(const Replica&, const Replica&) = default;
 };
 
