@@ -1,0 +1,1292 @@
+#include "kvindex/prefix_index.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "flat_table.h"
+
+// Layout and concurrency are documented in docs/architecture.md ("Index memory layout", "Index
+// concurrency"). In short: blocks live in fixed-size chunks of 40-byte records (stable indices,
+// no reallocation), found through a FlatTable of (32-bit hash tag, block index) slots; presence is
+// a small array of (holder, tier bitmask) pairs, two inline and the rest on the heap. One writer
+// mutates under the exclusive side of a writer-preferring reader-writer lock; queries hold the
+// shared side for one query.
+
+namespace kvindex {
+
+ApplyResult& ApplyResult::operator+=(const ApplyResult& o) {
+  stored += o.stored;
+  duplicates += o.duplicates;
+  removed += o.removed;
+  orphans += o.orphans;
+  tokenless += o.tokenless;
+  unmapped += o.unmapped;
+  evicted += o.evicted;
+  dp_rank_mismatches += o.dp_rank_mismatches;
+  rejected += o.rejected;
+  return *this;
+}
+
+namespace {
+
+using internal::FlatTable;
+using internal::Mix64;
+
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint32_t kMaxTiers = 16;  // tier bitmask width
+constexpr uint32_t kChunkBits = 16;
+constexpr uint32_t kChunkSize = 1u << kChunkBits;
+constexpr uint16_t kInline = 2;
+
+// One holder (source at one DP rank) holding a block in the tiers of a bitmask.
+struct Presence {
+  uint16_t holder;
+  uint16_t tiers;
+};
+
+// A resident block. `ns` is 0 for blocks keyed by a prefix hash, 1 + instance index for blocks
+// keyed by that instance's engine-hash chain (tokenless events). `gen` changes when the record is
+// freed, so stale references (engine maps, the eviction heap) are detected.
+struct Block {
+  uint64_t hash = 0;
+  mutable std::atomic<uint64_t> touch{0};  // written by queries (relaxed)
+  uint32_t scope = 0;
+  uint32_t ns = 0;
+  uint32_t gen = 0;
+  uint16_t count = 0;
+  uint16_t cap = kInline;
+  union Store {
+    Presence inl[kInline];
+    Presence* heap;
+  } store;
+
+  Presence* data() { return cap <= kInline ? store.inl : store.heap; }
+  const Presence* data() const { return cap <= kInline ? store.inl : store.heap; }
+};
+static_assert(sizeof(Block) == 40, "docs/architecture.md documents a 40-byte block record");
+
+uint64_t KeyHash(uint64_t hash, uint32_t scope, uint32_t ns) {
+  return Mix64(hash ^ (((static_cast<uint64_t>(scope) << 32) | ns) * 0x9E3779B97F4A7C15ULL));
+}
+
+struct BlockSlot {
+  uint32_t tag;
+  uint32_t idx;
+};
+struct BlockTraits {
+  static bool Empty(const BlockSlot& s) { return s.idx == kNone; }
+  static BlockSlot MakeEmpty() { return {0, kNone}; }
+  static uint64_t Hash(const BlockSlot& s) { return s.tag; }
+};
+
+struct EngineSlot {
+  uint64_t key;
+  uint32_t block;
+  uint32_t gen;
+};
+struct EngineTraits {
+  static bool Empty(const EngineSlot& s) { return s.block == kNone; }
+  static EngineSlot MakeEmpty() { return {0, kNone, 0}; }
+  static uint64_t Hash(const EngineSlot& s) { return Mix64(s.key); }
+};
+
+struct BlockRef {
+  uint32_t idx;
+  uint32_t gen;
+};
+
+// A page of a source whose pages are smaller than its block size (SGLang page size 1): the tokens
+// of the unfinished block so far and the chain before it.
+struct Partial {
+  uint32_t scope = 0;
+  bool has_before = false;
+  uint64_t before = 0;
+  std::vector<TokenId> tokens;
+};
+
+struct Instance {
+  std::string name;
+  bool listed = true;
+  uint32_t block_size = 0;  // configured, else the first block size seen
+  uint64_t seed = kDefaultHashSeed;
+  std::vector<uint32_t> sources;
+  std::vector<uint16_t> holders;
+  std::vector<DpRank> ranks;  // sorted ranks of its own holders
+  std::vector<uint32_t> tms;  // (tenant, model) pairs it is known under
+  FlatTable<EngineSlot, EngineTraits> engine;
+  std::unordered_map<uint64_t, Partial> partials;
+  std::unordered_map<std::string, std::vector<BlockRef>> objects;  // Mooncake store keys
+  uint64_t stale = 0;  // engine entries possibly pointing at evicted blocks
+  uint64_t orphans = 0;
+};
+
+struct Holder {
+  uint32_t source = 0;
+  uint32_t inst = 0;
+  bool has_rank = false;
+  DpRank rank = 0;
+  std::array<uint64_t, kMaxTiers> tier_presences{};
+};
+
+struct Source {
+  SourceConfig config;
+  uint32_t inst = 0;
+  std::vector<std::pair<std::optional<DpRank>, uint16_t>> holders;
+  std::vector<uint32_t> serves;  // resolved instance indices (when not serves_all)
+};
+
+struct HeapEntry {
+  uint64_t touch;
+  uint32_t idx;
+  uint32_t gen;
+  bool operator>(const HeapEntry& o) const { return touch > o.touch; }
+};
+
+// A reader-writer lock that prefers the writer: once the writer waits, new readers queue behind it,
+// so a stream of overlapping queries cannot starve ingest (glibc's default prefers readers).
+class RwLock {
+ public:
+  RwLock() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&lock_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
+  ~RwLock() { pthread_rwlock_destroy(&lock_); }
+  RwLock(const RwLock&) = delete;
+  RwLock& operator=(const RwLock&) = delete;
+  void lock() { pthread_rwlock_wrlock(&lock_); }
+  void unlock() { pthread_rwlock_unlock(&lock_); }
+  void lock_shared() { pthread_rwlock_rdlock(&lock_); }
+  void unlock_shared() { pthread_rwlock_unlock(&lock_); }
+
+ private:
+  pthread_rwlock_t lock_;
+};
+
+// A block of the event, as computed before taking the lock.
+struct Pending {
+  uint64_t hash;
+  uint32_t ns;
+  EngineHash engine;
+  int32_t partial;  // -1: a full block; else an index into the event's partial pages
+};
+
+}  // namespace
+
+struct PrefixIndex::Impl {
+  IndexOptions options;
+  mutable RwLock lock;
+
+  // --- state read by queries (mutated only under the exclusive lock) ---
+  std::vector<std::unique_ptr<Block[]>> chunks;
+  uint32_t allocated = 0;  // block records handed out (free ones included)
+  std::vector<uint32_t> free_list;
+  FlatTable<BlockSlot, BlockTraits> table;
+  std::vector<std::unique_ptr<Instance>> instances;
+  std::unordered_map<std::string, uint32_t> instance_by_name;
+  std::vector<uint32_t> sorted_instances;  // by name
+  std::vector<Source> sources;
+  std::vector<Holder> holders;
+  std::unordered_map<Scope, uint32_t> scope_ids;
+  std::vector<Scope> scopes;
+  std::vector<uint32_t> scope_tm;  // scope -> its (tenant, model) id
+  std::map<std::pair<std::string, std::string>, uint32_t> tm_ids;
+  std::vector<std::string> tier_names{"GPU", "CPU", "DISK"};
+  uint64_t live_blocks = 0;
+  uint64_t presences = 0;
+  uint64_t overflow_bytes = 0;
+  uint64_t orphans = 0;
+  uint64_t tokenless = 0;
+  uint64_t unmapped = 0;
+  uint64_t evictions = 0;
+  mutable std::atomic<uint64_t> clock{1};
+
+  // --- writer-only state ---
+  std::vector<HeapEntry> heap;
+  uint32_t ops_in_section = 0;
+  std::vector<Pending> pending;
+  std::vector<Partial> pending_partials;
+
+  explicit Impl(IndexOptions o) : options(o) {
+    if (options.max_blocks > 0) table.Reserve(options.max_blocks + 1);
+  }
+  ~Impl() {
+    for (uint32_t i = 0; i < allocated; ++i) {
+      Block& b = block(i);
+      if (b.cap > kInline) delete[] b.store.heap;
+    }
+  }
+
+  Block& block(uint32_t idx) { return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)]; }
+  const Block& block(uint32_t idx) const {
+    return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
+  }
+  bool evicting() const { return options.max_blocks > 0; }
+
+  // The writer's exclusive section is taken lazily and released every kWriterChunk operations.
+  bool writer_locked = false;
+  void WLock() {
+    if (!writer_locked) {
+      lock.lock();
+      writer_locked = true;
+      ops_in_section = 0;
+    }
+  }
+  void WUnlock() {
+    if (writer_locked) {
+      lock.unlock();
+      writer_locked = false;
+    }
+  }
+  void Tick() {
+    if (++ops_in_section >= kWriterChunk) {
+      WUnlock();
+      WLock();
+    }
+  }
+
+  // ---------------------------------------------------------------- interning (writer)
+  uint32_t InternScope(const Scope& s) {
+    auto it = scope_ids.find(s);
+    if (it != scope_ids.end()) return it->second;
+    WLock();
+    const uint32_t id = static_cast<uint32_t>(scopes.size());
+    scopes.push_back(s);
+    scope_ids.emplace(s, id);
+    scope_tm.push_back(InternTm(s.tenant, s.model));
+    return id;
+  }
+  uint32_t InternTm(const std::string& tenant, const std::string& model) {
+    auto key = std::make_pair(tenant, model);
+    auto it = tm_ids.find(key);
+    if (it != tm_ids.end()) return it->second;
+    WLock();
+    const uint32_t id = static_cast<uint32_t>(tm_ids.size());
+    tm_ids.emplace(std::move(key), id);
+    return id;
+  }
+  void AddTm(Instance& inst, uint32_t tm) {
+    if (std::find(inst.tms.begin(), inst.tms.end(), tm) != inst.tms.end()) return;
+    WLock();
+    inst.tms.push_back(tm);
+  }
+  // The tier's bit position, or kNone when the bitmask is full.
+  uint32_t TierIndex(const Tier& tier, bool create) {
+    switch (tier.kind()) {
+      case Tier::Kind::kGpu: return 0;
+      case Tier::Kind::kCpu: return 1;
+      case Tier::Kind::kDisk: return 2;
+      case Tier::Kind::kOther: break;
+    }
+    for (uint32_t i = 3; i < tier_names.size(); ++i) {
+      if (tier_names[i] == tier.name()) return i;
+    }
+    if (!create || tier_names.size() >= kMaxTiers) return kNone;
+    WLock();
+    tier_names.emplace_back(tier.name());
+    return static_cast<uint32_t>(tier_names.size() - 1);
+  }
+
+  std::optional<DpRank> RankFor(const Source& src, std::optional<DpRank> event_rank,
+                                std::optional<DpRank> batch_rank) const {
+    std::optional<DpRank> r = event_rank ? event_rank : batch_rank;
+    if (!r) r = src.config.dp_rank;
+    if (!r && !src.config.is_store()) r = 0;
+    if (r && *r < 0) r.reset();  // B47: a store's "-1" is no rank, never a DP key
+    return r;
+  }
+  // The holder of (source, rank), or kNone when absent and !create.
+  uint32_t HolderFor(uint32_t sid, std::optional<DpRank> rank, bool create) {
+    Source& src = sources[sid];
+    for (const auto& [r, h] : src.holders) {
+      if (r == rank) return h;
+    }
+    if (!create || holders.size() >= 0xFFFF) return kNone;
+    WLock();
+    const uint16_t h = static_cast<uint16_t>(holders.size());
+    Holder holder;
+    holder.source = sid;
+    holder.inst = src.inst;
+    holder.has_rank = rank.has_value();
+    holder.rank = rank.value_or(0);
+    holders.push_back(holder);
+    src.holders.emplace_back(rank, h);
+    Instance& inst = *instances[src.inst];
+    inst.holders.push_back(h);
+    if (rank && std::find(inst.ranks.begin(), inst.ranks.end(), *rank) == inst.ranks.end()) {
+      inst.ranks.insert(std::upper_bound(inst.ranks.begin(), inst.ranks.end(), *rank), *rank);
+    }
+    return h;
+  }
+
+  // ---------------------------------------------------------------- blocks (exclusive lock)
+  uint32_t FindBlock(uint64_t hash, uint32_t scope, uint32_t ns) const {
+    const uint64_t h = KeyHash(hash, scope, ns);
+    const uint32_t tag = static_cast<uint32_t>(h);
+    const size_t pos = table.Find(h, [&](const BlockSlot& s) {
+      if (s.tag != tag) return false;
+      const Block& b = block(s.idx);
+      return b.hash == hash && b.scope == scope && b.ns == ns;
+    });
+    return pos == table.kNotFound ? kNone : table.at(pos).idx;
+  }
+
+  uint32_t AllocBlock(uint64_t hash, uint32_t scope, uint32_t ns) {
+    uint32_t idx;
+    if (!free_list.empty()) {
+      idx = free_list.back();
+      free_list.pop_back();
+    } else {
+      if ((allocated >> kChunkBits) >= chunks.size()) {
+        chunks.push_back(std::make_unique<Block[]>(kChunkSize));
+      }
+      idx = allocated++;
+    }
+    Block& b = block(idx);
+    b.hash = hash;
+    b.scope = scope;
+    b.ns = ns;
+    b.count = 0;
+    b.cap = kInline;
+    table.Insert(KeyHash(hash, scope, ns), {static_cast<uint32_t>(KeyHash(hash, scope, ns)), idx});
+    ++live_blocks;
+    if (evicting()) {
+      const uint64_t now = clock.fetch_add(1, std::memory_order_relaxed);
+      b.touch.store(now, std::memory_order_relaxed);
+      heap.push_back({now, idx, b.gen});
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
+    return idx;
+  }
+
+  void FreeBlock(uint32_t idx) {
+    Block& b = block(idx);
+    const uint64_t h = KeyHash(b.hash, b.scope, b.ns);
+    const size_t pos = table.Find(h, [&](const BlockSlot& s) { return s.idx == idx; });
+    if (pos != table.kNotFound) table.EraseAt(pos);
+    if (b.cap > kInline) {
+      overflow_bytes -= b.cap * sizeof(Presence);
+      delete[] b.store.heap;
+    }
+    b.cap = kInline;
+    b.count = 0;
+    ++b.gen;
+    free_list.push_back(idx);
+    --live_blocks;
+  }
+
+  // Adds tier `t` for `holder` to block `idx`. Returns false for a duplicate.
+  bool AddPresence(uint32_t idx, uint16_t holder, uint32_t t) {
+    Block& b = block(idx);
+    Presence* p = b.data();
+    const uint16_t bit = static_cast<uint16_t>(1u << t);
+    for (uint16_t i = 0; i < b.count; ++i) {
+      if (p[i].holder == holder) {
+        if (p[i].tiers & bit) return false;
+        p[i].tiers |= bit;
+        ++holders[holder].tier_presences[t];
+        ++presences;
+        return true;
+      }
+    }
+    if (b.count == b.cap) {
+      const uint16_t cap = static_cast<uint16_t>(b.cap * 2);
+      Presence* grown = new Presence[cap];
+      std::memcpy(grown, p, b.count * sizeof(Presence));
+      if (b.cap > kInline) {
+        overflow_bytes -= b.cap * sizeof(Presence);
+        delete[] b.store.heap;
+      }
+      overflow_bytes += cap * sizeof(Presence);
+      b.store.heap = grown;
+      b.cap = cap;
+      p = grown;
+    }
+    p[b.count++] = {holder, bit};
+    ++holders[holder].tier_presences[t];
+    ++presences;
+    return true;
+  }
+
+  // Clears the tiers in `mask` of `holder` on block `idx`; returns how many presences went. Frees
+  // the block when nobody holds it any more (reported through *freed).
+  uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed) {
+    Block& b = block(idx);
+    Presence* p = b.data();
+    *freed = false;
+    for (uint16_t i = 0; i < b.count; ++i) {
+      if (p[i].holder != holder) continue;
+      const uint16_t gone = p[i].tiers & mask;
+      if (gone == 0) return 0;
+      for (uint16_t m = gone; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        --holders[holder].tier_presences[std::countr_zero(m)];
+      }
+      const uint32_t n = static_cast<uint32_t>(std::popcount(gone));
+      presences -= n;
+      p[i].tiers &= static_cast<uint16_t>(~mask);
+      if (p[i].tiers == 0) {
+        p[i] = p[b.count - 1];
+        --b.count;
+        if (b.count == 0) {
+          FreeBlock(idx);
+          *freed = true;
+        }
+      }
+      return n;
+    }
+    return 0;
+  }
+
+  bool InstanceHolds(const Block& b, uint32_t inst) const {
+    const Presence* p = b.data();
+    for (uint16_t i = 0; i < b.count; ++i) {
+      if (holders[p[i].holder].inst == inst) return true;
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------- engine maps
+  // The block an instance's engine hash maps to, if still valid.
+  uint32_t EngineLookup(const Instance& inst, uint64_t key) const {
+    const size_t pos = inst.engine.Find(Mix64(key), [&](const EngineSlot& s) { return s.key == key; });
+    if (pos == inst.engine.kNotFound) return kNone;
+    const EngineSlot& s = inst.engine.at(pos);
+    const Block& b = block(s.block);
+    if (b.gen != s.gen || b.count == 0) return kNone;
+    return s.block;
+  }
+  void EngineSet(Instance& inst, uint64_t key, uint32_t idx) {
+    const uint64_t h = Mix64(key);
+    const size_t pos = inst.engine.Find(h, [&](const EngineSlot& s) { return s.key == key; });
+    const uint32_t gen = block(idx).gen;
+    if (pos != inst.engine.kNotFound) {
+      inst.engine.at(pos).block = idx;
+      inst.engine.at(pos).gen = gen;
+    } else {
+      inst.engine.Insert(h, {key, idx, gen});
+    }
+  }
+  void EngineErase(Instance& inst, uint64_t key) {
+    const size_t pos = inst.engine.Find(Mix64(key), [&](const EngineSlot& s) { return s.key == key; });
+    if (pos != inst.engine.kNotFound) inst.engine.EraseAt(pos);
+  }
+  // Drops entries whose block is gone or no longer held by the instance (B20: no leaking map).
+  void SweepEngine(uint32_t ii) {
+    Instance& inst = *instances[ii];
+    std::vector<uint64_t> dead;
+    inst.engine.ForEach([&](const EngineSlot& s) {
+      const Block& b = block(s.block);
+      if (b.gen != s.gen || b.count == 0 || !InstanceHolds(b, ii)) dead.push_back(s.key);
+    });
+    for (uint64_t key : dead) {
+      EngineErase(inst, key);
+      Tick();
+    }
+    for (auto it = inst.objects.begin(); it != inst.objects.end();) {
+      auto& refs = it->second;
+      std::erase_if(refs, [&](const BlockRef& r) {
+        const Block& b = block(r.idx);
+        return b.gen != r.gen || b.count == 0 || !InstanceHolds(b, ii);
+      });
+      it = refs.empty() ? inst.objects.erase(it) : std::next(it);
+    }
+    inst.stale = 0;
+  }
+
+  // ---------------------------------------------------------------- eviction
+  void EvictBlock(uint32_t idx) {
+    Block& b = block(idx);
+    const Presence* p = b.data();
+    for (uint16_t i = 0; i < b.count; ++i) {
+      Holder& h = holders[p[i].holder];
+      for (uint16_t m = p[i].tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        --h.tier_presences[std::countr_zero(m)];
+        --presences;
+      }
+      ++instances[h.inst]->stale;
+    }
+    FreeBlock(idx);
+    ++evictions;
+  }
+  void MaybeEvict(ApplyResult& r) {
+    if (!evicting()) return;
+    while (live_blocks > options.max_blocks && !heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      const HeapEntry e = heap.back();
+      heap.pop_back();
+      Block& b = block(e.idx);
+      if (b.gen != e.gen || b.count == 0) continue;  // freed since
+      const uint64_t touch = b.touch.load(std::memory_order_relaxed);
+      if (touch != e.touch) {  // touched since it was queued: requeue at its real time
+        heap.push_back({touch, e.idx, e.gen});
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+        continue;
+      }
+      EvictBlock(e.idx);
+      ++r.evicted;
+      Tick();
+    }
+    // Stale heap entries of removed blocks: rebuild when they dominate.
+    if (heap.size() > 2 * live_blocks + 1024) {
+      std::vector<HeapEntry> fresh;
+      fresh.reserve(live_blocks);
+      for (const HeapEntry& e : heap) {
+        const Block& b = block(e.idx);
+        if (b.gen == e.gen && b.count > 0) fresh.push_back(e);
+      }
+      std::make_heap(fresh.begin(), fresh.end(), std::greater<>());
+      heap.swap(fresh);
+    }
+    for (uint32_t i = 0; i < instances.size(); ++i) {
+      Instance& inst = *instances[i];
+      if (inst.stale > 64 && inst.stale * 2 > inst.engine.size()) SweepEngine(i);
+    }
+  }
+
+  // ---------------------------------------------------------------- apply
+  Scope RootScope(const Source& src, const EventScopeFields& f, uint32_t block_size) const {
+    const SourceConfig& c = src.config;
+    Scope s;
+    s.tenant = std::string(TenantOrDefault(f.tenant ? std::optional<std::string_view>(*f.tenant)
+                                                    : std::optional<std::string_view>(c.tenant)));
+    s.model = f.model && !f.model->empty() ? *f.model : c.model;
+    if (f.lora_name || f.lora_id) {
+      s.lora = LoraNameFrom(f.lora_name ? std::optional<std::string_view>(*f.lora_name)
+                                        : std::nullopt,
+                            f.lora_id);
+    } else {
+      s.lora = c.lora;
+    }
+    s.salt = std::string(EffectiveSalt(
+        c.salt, f.salt ? std::optional<std::string_view>(*f.salt) : std::nullopt));
+    s.block_size = block_size;
+    s.group = f.group.value_or(0);
+    return s;
+  }
+
+  void ApplyStored(uint32_t sid, const BlockStored& ev, std::optional<DpRank> batch_rank,
+                   ApplyResult& r) {
+    const size_t n = ev.block_hashes.size();
+    if (n == 0) return;
+    WUnlock();  // hashing happens outside the lock
+    Source& src = sources[sid];
+    const SourceConfig& cfg = src.config;
+    const uint32_t ii = src.inst;
+    Instance& inst = *instances[ii];
+    const bool standard = ev.standard_hashes || cfg.hash_standard;
+    const Tier tier = ev.tier ? *ev.tier : (cfg.is_store() ? Tier::Cpu() : Tier::Gpu());
+    const uint32_t t = TierIndex(tier, true);
+    if (t == kNone) {
+      ++r.rejected;
+      return;
+    }
+    const bool tokens = !ev.token_ids.empty() && !standard;
+    const uint64_t tokenless_before = r.tokenless;
+
+    // The event's own block (page) size.
+    uint32_t page = ev.scope.block_size.value_or(0);
+    if (page == 0 && tokens && ev.token_ids.size() % n == 0) {
+      page = static_cast<uint32_t>(ev.token_ids.size() / n);
+    }
+    if (tokens && (page == 0 || ev.token_ids.size() != n * static_cast<size_t>(page))) {
+      ++r.rejected;  // B19: never slice past the tokens
+      return;
+    }
+
+    // Parent resolution: a known block, a partial page, the root, or an orphan.
+    uint32_t parent_idx = kNone;
+    const Partial* parent_partial = nullptr;
+    if (ev.parent) {
+      parent_idx = EngineLookup(inst, ev.parent->value);
+      if (parent_idx == kNone) {
+        auto it = inst.partials.find(ev.parent->value);
+        if (it != inst.partials.end()) parent_partial = &it->second;
+      }
+      if (parent_idx == kNone && parent_partial == nullptr && !standard) {
+        // B5: never re-root under a guessed chain.
+        r.orphans += n;
+        WLock();
+        orphans += n;
+        inst.orphans += n;
+        return;
+      }
+    }
+
+    uint32_t scope_id;
+    uint32_t bs;
+    if (parent_idx != kNone) {
+      scope_id = block(parent_idx).scope;
+      bs = scopes[scope_id].block_size;
+    } else if (parent_partial != nullptr) {
+      scope_id = parent_partial->scope;
+      bs = scopes[scope_id].block_size;
+    } else {
+      uint32_t configured = cfg.block_size != 0 ? cfg.block_size : inst.block_size;
+      if (configured == 0) configured = page;
+      bs = configured;
+      if (page != 0 && page != configured && !(page < configured && configured % page == 0)) {
+        bs = page;  // an engine block size the configuration cannot accumulate: the engine wins
+      }
+      if (bs == 0) {
+        ++r.rejected;
+        return;
+      }
+      scope_id = InternScope(RootScope(src, ev.scope, bs));
+    }
+    if (inst.block_size == 0) {
+      WLock();
+      inst.block_size = bs;
+    }
+    AddTm(inst, scope_tm[scope_id]);
+    const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), true);
+    if (holder == kNone) {
+      ++r.rejected;
+      return;
+    }
+
+    // Stage 1, outside the lock: the key of every block.
+    pending.clear();
+    pending_partials.clear();
+    const uint64_t seed = cfg.hash_seed;
+    if (standard) {
+      for (const EngineHash& h : ev.block_hashes) pending.push_back({h.value, 0, h, -1});
+    } else if (!tokens || (parent_idx != kNone && block(parent_idx).ns != 0)) {
+      // Tokenless (or below a tokenless parent): the instance's engine-hash chain is the key.
+      bool have = parent_idx != kNone;
+      uint64_t prev = have ? block(parent_idx).hash : 0;
+      uint32_t ns = have && block(parent_idx).ns != 0 ? block(parent_idx).ns : 1 + ii;
+      for (const EngineHash& h : ev.block_hashes) {
+        const uint32_t known = EngineLookup(inst, h.value);
+        if (known != kNone && block(known).scope == scope_id) {
+          pending.push_back({block(known).hash, block(known).ns, h, -1});
+          prev = block(known).hash;
+          ns = block(known).ns != 0 ? block(known).ns : 1 + ii;
+        } else {
+          prev = ChainPrefixHash(have ? std::optional<PrefixHash>(PrefixHash{prev}) : std::nullopt,
+                                 LocalBlockHash{h.value}, seed)
+                     .value;
+          pending.push_back({prev, ns, h, -1});
+          ++r.tokenless;
+        }
+        have = true;
+      }
+    } else if (page == bs && parent_partial == nullptr) {
+      std::optional<PrefixHash> prev;
+      if (parent_idx != kNone) prev = PrefixHash{block(parent_idx).hash};
+      const std::span<const TokenId> all(ev.token_ids);
+      for (size_t i = 0; i < n; ++i) {
+        LocalBlockHash local = HashBlockTokens(all.subspan(i * bs, bs), seed);
+        if (i < ev.multimodal.size() && !ev.multimodal[i].empty()) {
+          local = MixMultimodalKeys(local, ev.multimodal[i], seed);
+        }
+        prev = ChainPrefixHash(prev, local, seed);
+        pending.push_back({prev->value, 0, ev.block_hashes[i], -1});
+      }
+    } else if (page < bs && bs % page == 0) {
+      // Page accumulation: pages fill blocks; a page completing a block maps to that block.
+      Partial cur;
+      cur.scope = scope_id;
+      if (parent_partial != nullptr) {
+        cur = *parent_partial;
+      } else if (parent_idx != kNone) {
+        cur.has_before = true;
+        cur.before = block(parent_idx).hash;
+      }
+      const std::span<const TokenId> all(ev.token_ids);
+      for (size_t i = 0; i < n; ++i) {
+        auto pg = all.subspan(i * page, page);
+        cur.tokens.insert(cur.tokens.end(), pg.begin(), pg.end());
+        if (cur.tokens.size() == bs) {
+          const LocalBlockHash local = HashBlockTokens(cur.tokens, seed);
+          const PrefixHash h = ChainPrefixHash(
+              cur.has_before ? std::optional<PrefixHash>(PrefixHash{cur.before}) : std::nullopt,
+              local, seed);
+          pending.push_back({h.value, 0, ev.block_hashes[i], -1});
+          cur.has_before = true;
+          cur.before = h.value;
+          cur.tokens.clear();
+        } else {
+          pending.push_back({0, 0, ev.block_hashes[i], static_cast<int32_t>(pending_partials.size())});
+          pending_partials.push_back(cur);
+        }
+      }
+    } else {
+      ++r.rejected;  // a child whose pages do not fit its parent's block size
+      return;
+    }
+
+    // Stage 2, under the exclusive lock in chunks: presence and maps.
+    WLock();
+    std::vector<BlockRef>* object = nullptr;
+    if (ev.wire.object_key && cfg.is_store()) {
+      object = &inst.objects[*ev.wire.object_key];
+      object->clear();
+    }
+    for (const Pending& p : pending) {
+      if (p.partial >= 0) {
+        inst.partials[p.engine.value] = std::move(pending_partials[p.partial]);
+        EngineErase(inst, p.engine.value);
+        continue;
+      }
+      uint32_t idx = FindBlock(p.hash, scope_id, p.ns);
+      if (idx == kNone) {
+        idx = AllocBlock(p.hash, scope_id, p.ns);
+      } else if (evicting()) {
+        block(idx).touch.store(clock.fetch_add(1, std::memory_order_relaxed),
+                               std::memory_order_relaxed);
+      }
+      if (AddPresence(idx, static_cast<uint16_t>(holder), t)) {
+        ++r.stored;
+      } else {
+        ++r.duplicates;
+      }
+      EngineSet(inst, p.engine.value, idx);
+      if (!inst.partials.empty()) inst.partials.erase(p.engine.value);
+      if (object != nullptr) object->push_back({idx, block(idx).gen});
+      Tick();
+    }
+    tokenless += r.tokenless - tokenless_before;
+    MaybeEvict(r);
+  }
+
+  void ApplyRemoved(uint32_t sid, const BlockRemoved& ev, std::optional<DpRank> batch_rank,
+                    ApplyResult& r) {
+    Source& src = sources[sid];
+    const uint32_t ii = src.inst;
+    Instance& inst = *instances[ii];
+    const Tier tier = ev.tier ? *ev.tier : (src.config.is_store() ? Tier::Cpu() : Tier::Gpu());
+    const uint32_t t = TierIndex(tier, false);
+    const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), false);
+    WLock();
+    for (const EngineHash& h : ev.block_hashes) {
+      const uint32_t idx = EngineLookup(inst, h.value);
+      if (idx == kNone) {
+        if (inst.partials.erase(h.value) == 0) {
+          ++r.unmapped;  // B48: an unknown hash creates nothing
+          ++unmapped;
+        }
+        continue;
+      }
+      if (t == kNone || holder == kNone) continue;  // this holder never stored that tier
+      bool freed = false;
+      r.removed += RemovePresence(idx, static_cast<uint16_t>(holder),
+                                  static_cast<uint16_t>(1u << t), &freed);
+      if (freed || !InstanceHolds(block(idx), ii)) EngineErase(inst, h.value);
+      Tick();
+    }
+  }
+
+  // Removes the tiers in `mask` of every holder of source `sid` (chunked scan of all blocks).
+  void ClearHolders(uint32_t sid, uint16_t mask, ApplyResult& r) {
+    const Source& src = sources[sid];
+    if (src.holders.empty()) return;
+    std::vector<uint16_t> mine;
+    for (const auto& entry : src.holders) mine.push_back(entry.second);
+    WLock();
+    uint32_t scanned = 0;
+    for (uint32_t idx = 0; idx < allocated; ++idx) {
+      Block& b = block(idx);
+      if (++scanned % 1024 == 0) Tick();
+      if (b.count == 0) continue;
+      for (uint16_t h : mine) {
+        if (block(idx).count == 0) break;
+        bool freed = false;
+        const uint32_t n = RemovePresence(idx, h, mask, &freed);
+        if (n > 0) {
+          r.removed += n;
+          Tick();
+        }
+        if (freed) break;
+      }
+    }
+    instances[src.inst]->partials.clear();
+    SweepEngine(src.inst);
+  }
+
+  void ApplyStoreUpdate(uint32_t sid, const StoreUpdate& ev, ApplyResult& r) {
+    Source& src = sources[sid];
+    const uint32_t ii = src.inst;
+    Instance& inst = *instances[ii];
+    auto it = inst.objects.find(ev.key);
+    if (it == inst.objects.end()) {
+      WLock();
+      ++r.unmapped;
+      ++unmapped;
+      return;
+    }
+    uint16_t want = 0;
+    for (const Replica& rep : ev.replicas) {
+      const uint32_t t = TierIndex(rep.tier, true);
+      if (t == kNone) {
+        ++r.rejected;
+        continue;
+      }
+      want |= static_cast<uint16_t>(1u << t);
+    }
+    const uint32_t holder = HolderFor(sid, RankFor(src, std::nullopt, std::nullopt), true);
+    if (holder == kNone) {
+      ++r.rejected;
+      return;
+    }
+    WLock();
+    std::vector<BlockRef> refs = it->second;
+    std::vector<BlockRef> kept;
+    for (const BlockRef& ref : refs) {
+      Block& b = block(ref.idx);
+      if (b.gen != ref.gen || b.count == 0) continue;
+      uint16_t have = 0;
+      for (uint16_t i = 0; i < b.count; ++i) {
+        if (b.data()[i].holder == holder) have = b.data()[i].tiers;
+      }
+      const uint16_t drop = static_cast<uint16_t>(have & ~want);
+      const uint16_t add = static_cast<uint16_t>(want & ~have);
+      bool freed = false;
+      for (uint16_t m = add; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        AddPresence(ref.idx, static_cast<uint16_t>(holder), std::countr_zero(m));
+        ++r.stored;
+      }
+      if (drop != 0) r.removed += RemovePresence(ref.idx, static_cast<uint16_t>(holder), drop, &freed);
+      if (!freed) kept.push_back({ref.idx, block(ref.idx).gen});
+      Tick();
+    }
+    if (want == 0 || kept.empty()) {
+      inst.objects.erase(ev.key);
+    } else {
+      it->second = std::move(kept);
+    }
+  }
+
+  // ---------------------------------------------------------------- queries (shared lock)
+  struct Member {
+    uint32_t inst;
+    uint32_t block_size;
+    uint32_t scope;  // kNone: scope unknown -> zeros
+    uint64_t seed;
+    uint64_t matched = 0;
+    uint32_t seen = 0;
+    uint16_t mask = 0;
+    std::array<uint64_t, kMaxTiers> tiers{};
+  };
+  struct Scratch {
+    std::vector<Member> members;
+    std::vector<int32_t> holder_local;
+    std::vector<uint32_t> holder_depth;
+    std::vector<std::vector<uint32_t>> serves;  // store holder -> members it serves
+    std::vector<uint32_t> alive;
+    std::vector<uint32_t> group;
+    std::vector<PrefixHash> hashes;
+    std::vector<uint32_t> resolved;
+  };
+
+  // Walks `n` blocks for the members in `group` (indices into scratch.members); resolve(d) gives
+  // the block index of depth d or kNone.
+  template <typename Resolve>
+  void Walk(Scratch& sc, size_t n, Resolve&& resolve) const {
+    auto& m = sc.members;
+    sc.alive.assign(sc.group.begin(), sc.group.end());
+    for (uint32_t li : sc.group) {
+      const Instance& inst = *instances[m[li].inst];
+      for (uint16_t h : inst.holders) sc.holder_local[h] = static_cast<int32_t>(li);
+    }
+    // Stores serving members of this group.
+    bool any_serving = false;
+    for (uint32_t h = 0; h < holders.size(); ++h) {
+      sc.serves[h].clear();
+      const Source& src = sources[holders[h].source];
+      if (src.config.serves.empty()) continue;
+      for (uint32_t li : sc.group) {
+        if (m[li].inst == holders[h].inst) continue;
+        if (src.config.serves_all() ||
+            std::find(src.serves.begin(), src.serves.end(), m[li].inst) != src.serves.end()) {
+          sc.serves[h].push_back(li);
+          any_serving = true;
+        }
+      }
+    }
+    const bool touch = evicting();
+    const uint64_t base = touch ? clock.fetch_add(n, std::memory_order_relaxed) : 0;
+    for (size_t d = 0; d < n && !sc.alive.empty(); ++d) {
+      const uint32_t idx = resolve(d);
+      if (idx == kNone) break;
+      const Block& b = block(idx);
+      const Presence* p = b.data();
+      const uint32_t stamp = static_cast<uint32_t>(d + 1);
+      for (uint16_t i = 0; i < b.count; ++i) {
+        const uint16_t h = p[i].holder;
+        const int32_t li = sc.holder_local[h];
+        if (li >= 0 && m[li].matched == d) {
+          m[li].mask |= p[i].tiers;
+          m[li].seen = stamp;
+          if (sc.holder_depth[h] == d) sc.holder_depth[h] = stamp;
+        }
+        if (any_serving) {
+          for (uint32_t lj : sc.serves[h]) {
+            if (m[lj].matched == d) {
+              m[lj].mask |= p[i].tiers;
+              m[lj].seen = stamp;
+            }
+          }
+        }
+      }
+      size_t out = 0;
+      for (uint32_t li : sc.alive) {
+        Member& x = m[li];
+        if (x.seen != stamp) continue;
+        x.matched = stamp;
+        for (uint16_t bits = x.mask; bits != 0; bits &= static_cast<uint16_t>(bits - 1)) {
+          ++x.tiers[std::countr_zero(bits)];
+        }
+        x.mask = 0;
+        sc.alive[out++] = li;
+      }
+      sc.alive.resize(out);
+      if (touch && out > 0) {
+        b.touch.store(base + d, std::memory_order_relaxed);
+      }
+    }
+    for (uint32_t li : sc.group) {
+      const Instance& inst = *instances[m[li].inst];
+      for (uint16_t h : inst.holders) sc.holder_local[h] = -1;
+    }
+  }
+
+  enum class Mode { kTokens, kEngine, kPrefix };
+
+  Result<PrefixMatch> Match(const MatchQuery& q, Mode mode, std::span<const TokenId> tokens,
+                            std::span<const EngineHash> engine,
+                            std::span<const PrefixHash> prefix) const {
+    if (q.block_size && *q.block_size == 0) {
+      return Status::InvalidArgument("query: block_size must be positive (B18: no division by 0)");
+    }
+    thread_local Scratch sc;
+    PrefixMatch out;
+    std::shared_lock<RwLock> guard(lock);
+    // Candidates, in name order.
+    sc.members.clear();
+    auto add_member = [&](uint32_t ii) {
+      const Instance& inst = *instances[ii];
+      Member x;
+      x.inst = ii;
+      x.block_size = q.block_size.value_or(inst.block_size);
+      x.seed = inst.seed;
+      x.scope = kNone;
+      sc.members.push_back(x);
+    };
+    if (!q.instances.empty()) {
+      std::vector<uint32_t> named;
+      for (const std::string& name : q.instances) {
+        auto it = instance_by_name.find(name);
+        if (it != instance_by_name.end() && instances[it->second]->listed) named.push_back(it->second);
+      }
+      std::sort(named.begin(), named.end(), [&](uint32_t a, uint32_t b) {
+        return instances[a]->name < instances[b]->name;
+      });
+      named.erase(std::unique(named.begin(), named.end()), named.end());
+      for (uint32_t ii : named) add_member(ii);
+    } else {
+      auto it = tm_ids.find({q.tenant, q.model});
+      if (it == tm_ids.end()) return out;
+      const uint32_t tm = it->second;
+      for (uint32_t ii : sorted_instances) {
+        const Instance& inst = *instances[ii];
+        if (inst.listed && std::find(inst.tms.begin(), inst.tms.end(), tm) != inst.tms.end()) {
+          add_member(ii);
+        }
+      }
+    }
+    // Scope per distinct block size.
+    Scope s;
+    s.tenant = q.tenant;
+    s.model = q.model;
+    s.lora = q.lora;
+    s.salt = q.salt;
+    s.group = q.group;
+    uint32_t last_bs = 0;
+    uint32_t last_scope = kNone;
+    for (Member& x : sc.members) {
+      if (x.block_size == 0) continue;
+      if (x.block_size != last_bs) {
+        s.block_size = x.block_size;
+        auto it = scope_ids.find(s);
+        last_bs = x.block_size;
+        last_scope = it == scope_ids.end() ? kNone : it->second;
+      }
+      x.scope = last_scope;
+    }
+    sc.holder_local.assign(holders.size(), -1);
+    sc.holder_depth.assign(holders.size(), 0);
+    if (sc.serves.size() < holders.size()) sc.serves.resize(holders.size());
+
+    std::vector<bool> done(sc.members.size(), false);
+    for (size_t i = 0; i < sc.members.size(); ++i) {
+      if (done[i] || sc.members[i].scope == kNone) continue;
+      // A group shares the scope (and, for tokens, the seed): one walk answers all of them.
+      sc.group.clear();
+      for (size_t j = i; j < sc.members.size(); ++j) {
+        if (done[j] || sc.members[j].scope != sc.members[i].scope) continue;
+        if (mode == Mode::kTokens && sc.members[j].seed != sc.members[i].seed) continue;
+        if (mode == Mode::kEngine && j != i) continue;  // engine hashes are per instance
+        sc.group.push_back(static_cast<uint32_t>(j));
+        done[j] = true;
+      }
+      const Member& lead = sc.members[i];
+      const uint32_t scope = lead.scope;
+      if (mode == Mode::kEngine) {
+        const Instance& inst = *instances[lead.inst];
+        Walk(sc, engine.size(), [&](size_t d) {
+          const uint32_t idx = EngineLookup(inst, engine[d].value);
+          if (idx == kNone || block(idx).scope != scope) return kNone;
+          return idx;
+        });
+        continue;
+      }
+      std::span<const PrefixHash> keys = prefix;
+      if (mode == Mode::kTokens) {
+        sc.hashes.clear();
+        AppendPrefixHashes(tokens, lead.block_size, std::nullopt, lead.seed, sc.hashes);
+        keys = sc.hashes;
+      }
+      // Resolve in chunks of 8 with the table slots prefetched (memory-level parallelism); a miss
+      // ends the walk after at most one wasted chunk.
+      constexpr size_t kAhead = 8;
+      sc.resolved.assign(keys.size(), kNone - 1);  // kNone - 1: not resolved yet
+      Walk(sc, keys.size(), [&](size_t d) {
+        if (sc.resolved[d] == kNone - 1) {
+          const size_t end = std::min(keys.size(), d + kAhead);
+          for (size_t k = d; k < end; ++k) table.Prefetch(KeyHash(keys[k].value, scope, 0));
+          for (size_t k = d; k < end; ++k) sc.resolved[k] = FindBlock(keys[k].value, scope, 0);
+        }
+        return sc.resolved[d];
+      });
+    }
+    // Results.
+    out.instances.reserve(sc.members.size());
+    for (const Member& x : sc.members) {
+      const Instance& inst = *instances[x.inst];
+      InstanceMatch im;
+      im.instance = inst.name;
+      im.block_size = x.block_size;
+      const uint64_t bs = x.block_size;
+      im.longest_matched = x.matched * bs;
+      im.gpu = x.tiers[0] * bs;
+      im.cpu = x.tiers[1] * bs;
+      im.disk = x.tiers[2] * bs;
+      for (uint32_t t = 3; t < tier_names.size(); ++t) {
+        if (x.tiers[t] > 0) im.other_tiers.emplace_back(tier_names[t], x.tiers[t] * bs);
+      }
+      if (!inst.ranks.empty()) {
+        im.dp.reserve(inst.ranks.size());
+        for (DpRank rank : inst.ranks) {
+          uint64_t depth = 0;
+          for (uint16_t h : inst.holders) {
+            if (holders[h].has_rank && holders[h].rank == rank) {
+              depth = std::max<uint64_t>(depth, sc.holder_depth[h]);
+            }
+          }
+          im.dp.push_back({rank, depth * bs});
+        }
+      }
+      out.instances.push_back(std::move(im));
+    }
+    return out;
+  }
+};
+
+// ------------------------------------------------------------------ public API
+
+PrefixIndex::PrefixIndex(IndexOptions options) : impl_(std::make_unique<Impl>(options)) {}
+PrefixIndex::~PrefixIndex() = default;
+
+Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
+  if (config.name.empty()) return Status::InvalidArgument("source: empty instance name");
+  if (config.serves.size() > 1 &&
+      std::find(config.serves.begin(), config.serves.end(), "*") != config.serves.end()) {
+    return Status::InvalidArgument("source " + config.name +
+                                   ": serves=* cannot be combined with instance names");
+  }
+  Impl& im = *impl_;
+  im.WLock();
+  uint32_t ii;
+  auto it = im.instance_by_name.find(config.name);
+  if (it == im.instance_by_name.end()) {
+    ii = static_cast<uint32_t>(im.instances.size());
+    auto inst = std::make_unique<Instance>();
+    inst->name = config.name;
+    im.instances.push_back(std::move(inst));
+    im.instance_by_name.emplace(config.name, ii);
+    im.sorted_instances.insert(
+        std::upper_bound(im.sorted_instances.begin(), im.sorted_instances.end(), config.name,
+                         [&](const std::string& name, uint32_t x) {
+                           return name < im.instances[x]->name;
+                         }),
+        ii);
+  } else {
+    ii = it->second;
+  }
+  Instance& inst = *im.instances[ii];
+  inst.listed = true;
+  if (inst.block_size == 0) inst.block_size = config.block_size;
+  inst.seed = config.hash_seed;
+  const uint32_t sid = static_cast<uint32_t>(im.sources.size());
+  inst.sources.push_back(sid);
+  Source src;
+  src.config = config;
+  src.inst = ii;
+  im.sources.push_back(std::move(src));
+  if (!config.model.empty()) {
+    const std::string tenant(TenantOrDefault(config.tenant));
+    auto key = std::make_pair(tenant, config.model);
+    auto tm = im.tm_ids.find(key);
+    uint32_t id;
+    if (tm == im.tm_ids.end()) {
+      id = static_cast<uint32_t>(im.tm_ids.size());
+      im.tm_ids.emplace(std::move(key), id);
+    } else {
+      id = tm->second;
+    }
+    if (std::find(inst.tms.begin(), inst.tms.end(), id) == inst.tms.end()) inst.tms.push_back(id);
+  }
+  // Resolve every store's `serves` names (instances may be defined in any order).
+  for (Source& s : im.sources) {
+    s.serves.clear();
+    if (s.config.serves_all()) continue;
+    for (const std::string& name : s.config.serves) {
+      auto found = im.instance_by_name.find(name);
+      if (found != im.instance_by_name.end()) s.serves.push_back(found->second);
+    }
+  }
+  // The configured rank is known (and reported, zeros included) before any event arrives.
+  const Source& added = im.sources[sid];
+  im.HolderFor(sid, im.RankFor(added, std::nullopt, std::nullopt), true);
+  im.WUnlock();
+  return SourceId{sid};
+}
+
+Result<ApplyResult> PrefixIndex::Apply(SourceId source, const EventBatch& batch) {
+  Impl& im = *impl_;
+  if (source.value >= im.sources.size()) {
+    return Status::InvalidArgument("apply: unknown source id " + std::to_string(source.value));
+  }
+  const auto& src = im.sources[source.value];
+  if (!im.instances[src.inst]->listed) {
+    return Status::NotFound("apply: instance " + im.instances[src.inst]->name + " is unregistered");
+  }
+  ApplyResult r;
+  if (batch.dp_rank && src.config.dp_rank && *batch.dp_rank != *src.config.dp_rank) {
+    ++r.dp_rank_mismatches;
+  }
+  for (const Event& event : batch.events) {
+    if (const auto* stored = std::get_if<BlockStored>(&event)) {
+      im.ApplyStored(source.value, *stored, batch.dp_rank, r);
+    } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
+      im.ApplyRemoved(source.value, *removed, batch.dp_rank, r);
+    } else if (const auto* cleared = std::get_if<AllCleared>(&event)) {
+      uint16_t mask = 0xFFFF;
+      if (cleared->tier) {
+        const uint32_t t = im.TierIndex(*cleared->tier, false);
+        mask = t == kNone ? 0 : static_cast<uint16_t>(1u << t);
+      }
+      if (mask != 0) im.ClearHolders(source.value, mask, r);
+    } else if (const auto* update = std::get_if<StoreUpdate>(&event)) {
+      im.ApplyStoreUpdate(source.value, *update, r);
+    }
+  }
+  im.WUnlock();
+  return r;
+}
+
+Result<ApplyResult> PrefixIndex::ClearSource(SourceId source) {
+  Impl& im = *impl_;
+  if (source.value >= im.sources.size()) {
+    return Status::InvalidArgument("clear: unknown source id " + std::to_string(source.value));
+  }
+  ApplyResult r;
+  im.ClearHolders(source.value, 0xFFFF, r);
+  im.WUnlock();
+  return r;
+}
+
+Result<ApplyResult> PrefixIndex::RemoveInstance(std::string_view instance) {
+  Impl& im = *impl_;
+  auto it = im.instance_by_name.find(std::string(instance));
+  if (it == im.instance_by_name.end()) {
+    return Status::NotFound("unregister: unknown instance " + std::string(instance));
+  }
+  ApplyResult r;
+  const std::vector<uint32_t> sources = im.instances[it->second]->sources;
+  for (uint32_t sid : sources) im.ClearHolders(sid, 0xFFFF, r);
+  im.WLock();
+  Instance& inst = *im.instances[it->second];
+  inst.listed = false;
+  inst.objects.clear();
+  inst.partials.clear();
+  im.WUnlock();
+  return r;
+}
+
+Result<PrefixMatch> PrefixIndex::MatchTokens(const MatchQuery& query,
+                                             std::span<const TokenId> tokens) const {
+  return impl_->Match(query, Impl::Mode::kTokens, tokens, {}, {});
+}
+
+Result<PrefixMatch> PrefixIndex::MatchEngineHashes(const MatchQuery& query,
+                                                   std::span<const EngineHash> hashes) const {
+  return impl_->Match(query, Impl::Mode::kEngine, {}, hashes, {});
+}
+
+Result<PrefixMatch> PrefixIndex::MatchPrefixHashes(const MatchQuery& query,
+                                                   std::span<const PrefixHash> hashes) const {
+  return impl_->Match(query, Impl::Mode::kPrefix, {}, {}, hashes);
+}
+
+IndexStats PrefixIndex::stats() const {
+  const Impl& im = *impl_;
+  std::shared_lock<RwLock> guard(im.lock);
+  IndexStats s;
+  s.blocks = im.live_blocks;
+  s.presences = im.presences;
+  s.scopes = im.scopes.size();
+  s.orphans = im.orphans;
+  s.tokenless = im.tokenless;
+  s.unmapped = im.unmapped;
+  s.evictions = im.evictions;
+  uint64_t bytes = im.chunks.size() * static_cast<uint64_t>(kChunkSize) * sizeof(Block) +
+                   im.chunks.capacity() * sizeof(void*) + im.table.bytes() +
+                   im.free_list.capacity() * sizeof(uint32_t) +
+                   im.heap.capacity() * sizeof(HeapEntry) + im.overflow_bytes +
+                   im.holders.capacity() * sizeof(Holder) + im.sources.capacity() * sizeof(Source);
+  for (uint32_t ii : im.sorted_instances) {
+    const Instance& inst = *im.instances[ii];
+    s.engine_hashes += inst.engine.size();
+    bytes += sizeof(Instance) + inst.engine.bytes() +
+             inst.partials.size() * (sizeof(Partial) + 32) +
+             inst.objects.size() * (sizeof(std::string) + sizeof(std::vector<BlockRef>) + 32);
+    if (!inst.listed) continue;
+    InstanceStats is;
+    is.instance = inst.name;
+    is.orphans = inst.orphans;
+    std::array<uint64_t, kMaxTiers> tiers{};
+    for (uint16_t h : inst.holders) {
+      for (uint32_t t = 0; t < kMaxTiers; ++t) tiers[t] += im.holders[h].tier_presences[t];
+    }
+    for (uint32_t t = 0; t < im.tier_names.size(); ++t) {
+      if (tiers[t] > 0) is.tiers.push_back({im.tier_names[t], tiers[t]});
+    }
+    s.instances.push_back(std::move(is));
+  }
+  s.bytes = bytes;
+  return s;
+}
+
+}  // namespace kvindex

@@ -1,0 +1,646 @@
+// PrefixIndex: the SPEC §3 worked example, every rule of SPEC §3, and one regression test per
+// upstream conductor indexing bug of seed-facts §3.12 (named by its B-number and the triggering
+// input). Expected answers are hand-computed token counts, never taken from the index.
+#include "kvindex/prefix_index.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "prefix_index_builders.h"
+
+namespace kvindex {
+namespace {
+
+using test::Batch;
+using test::Removed;
+using test::Stored;
+
+SourceConfig Engine(std::string name, std::optional<DpRank> rank = std::nullopt,
+                    uint32_t block_size = 2) {
+  SourceConfig c;
+  c.name = std::move(name);
+  c.format = "vllm";
+  c.model = "m";
+  c.block_size = block_size;
+  c.dp_rank = rank;
+  return c;
+}
+
+SourceConfig Store(std::string name, std::vector<std::string> serves, uint32_t block_size = 2) {
+  SourceConfig c;
+  c.name = std::move(name);
+  c.format = "mooncake";
+  c.model = "m";
+  c.block_size = block_size;
+  c.serves = std::move(serves);
+  return c;
+}
+
+MatchQuery Query(std::string model = "m") {
+  MatchQuery q;
+  q.model = std::move(model);
+  return q;
+}
+
+SourceId Add(PrefixIndex& index, const SourceConfig& c) {
+  auto id = index.AddSource(c);
+  REQUIRE(id.ok());
+  return *id;
+}
+
+ApplyResult Apply(PrefixIndex& index, SourceId s, const EventBatch& b) {
+  auto r = index.Apply(s, b);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+InstanceMatch MatchOne(const PrefixIndex& index, const MatchQuery& q,
+                       const std::vector<TokenId>& tokens, std::string_view instance) {
+  auto m = index.MatchTokens(q, tokens);
+  REQUIRE(m.ok());
+  const InstanceMatch* im = m->Find(instance);
+  REQUIRE_MESSAGE(im != nullptr, "instance " << instance << " missing from the answer");
+  InstanceMatch copy = *im;
+  return copy;
+}
+
+const std::vector<TokenId> kPrompt = {101, 15, 100, 55, 89, 63};
+
+TEST_SUITE("prefix_index") {
+  TEST_CASE("SPEC §3 worked example: longest 6, GPU 4, CPU 4, DISK 4, DP {0:4, 1:2}") {
+    PrefixIndex index;
+    const SourceId r0 = Add(index, Engine("A", 0));
+    const SourceId r1 = Add(index, Engine("A", 1));
+    const SourceId store = Add(index, Store("S", {"A"}));
+    // DP rank 0 holds H1,H2 in GPU; rank 1 holds H1 in GPU.
+    Apply(index, r0, Batch({Stored({11, 12}, std::nullopt, {101, 15, 100, 55}, Tier::Gpu())}, 0));
+    Apply(index, r1, Batch({Stored({11}, std::nullopt, {101, 15}, Tier::Gpu())}, 1));
+    // The store holds H1 in CPU+DISK, H2 in CPU, H3 in DISK.
+    Apply(index, store,
+          Batch({Stored({91, 92}, std::nullopt, {101, 15, 100, 55}, Tier::Cpu()),
+                 Stored({91}, std::nullopt, {101, 15}, Tier::Disk()),
+                 Stored({93}, 92, {89, 63}, Tier::Disk())}));
+    const InstanceMatch a = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(a.longest_matched == 6);
+    CHECK(a.gpu == 4);
+    CHECK(a.cpu == 4);
+    CHECK(a.disk == 4);
+    REQUIRE(a.dp.size() == 2);
+    CHECK(a.dp[0] == DpTokens{0, 4});
+    CHECK(a.dp[1] == DpTokens{1, 2});
+    // The store is an instance of its own; its blocks carry no rank.
+    const InstanceMatch s = MatchOne(index, Query(), kPrompt, "S");
+    CHECK(s.longest_matched == 6);
+    CHECK(s.gpu == 0);
+    CHECK(s.cpu == 4);
+    CHECK(s.disk == 4);
+    CHECK(s.dp.empty());
+  }
+
+  TEST_CASE("Every instance known in the scope appears, zeros included; instances restrict") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Add(index, Engine("B"));
+    SourceConfig other = Engine("C");
+    other.model = "other";
+    Add(index, other);
+    Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    auto m = index.MatchTokens(Query(), kPrompt);
+    REQUIRE(m.ok());
+    REQUIRE(m->instances.size() == 2);
+    CHECK(m->instances[0].instance == "A");
+    CHECK(m->instances[0].longest_matched == 2);
+    CHECK(m->instances[1].instance == "B");
+    CHECK(m->instances[1].longest_matched == 0);
+    CHECK(m->instances[1].dp == std::vector<DpTokens>{{0, 0}});  // engine sources default to rank 0
+    MatchQuery only_b = Query();
+    only_b.instances = {"B", "nope"};
+    auto b = index.MatchTokens(only_b, kPrompt);
+    REQUIRE(b.ok());
+    REQUIRE(b->instances.size() == 1);
+    CHECK(b->instances[0].instance == "B");
+    auto unknown = index.MatchTokens(Query("unknown-model"), kPrompt);
+    REQUIRE(unknown.ok());
+    CHECK(unknown->instances.empty());
+  }
+
+  TEST_CASE("B1: tier spellings 'cpu', 'CPU', 'NPU', 'gpu' all count (case-insensitive tiers)") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a,
+          Batch({Stored({1}, std::nullopt, {101, 15}, ParseTier("cpu")),
+                 Stored({1}, std::nullopt, {101, 15}, ParseTier("NPU")),
+                 Stored({2}, 1, {100, 55}, ParseTier("gpu")),
+                 Stored({2}, 1, {100, 55}, ParseTier("CPU"))}));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.longest_matched == 4);
+    CHECK(m.gpu == 4);
+    CHECK(m.cpu == 4);
+  }
+
+  TEST_CASE("B2: a block stored with medium DISK counts under DISK") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55}, ParseTier("DISK"))}));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.longest_matched == 4);
+    CHECK(m.disk == 4);
+    CHECK(m.gpu == 0);
+  }
+
+  TEST_CASE("B3: the walk stops at the first missing block; an unknown tier still counts") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    // H1 in tier "HBM3" (kept as its own tier), H2 missing, H3 present under a known H2' parent.
+    Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15}, ParseTier("hbm3"))}));
+    const SourceId b = Add(index, Engine("B"));
+    Apply(index, b, Batch({Stored({1, 2, 3}, std::nullopt, kPrompt)}));
+    Apply(index, a, Batch({Stored({3}, 2, {89, 63})}));  // parent 2 unknown on A: orphan
+    Apply(index, b, Batch({Removed({2})}));
+    const InstanceMatch ma = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(ma.longest_matched == 2);
+    REQUIRE(ma.other_tiers.size() == 1);
+    CHECK(ma.other_tiers[0].first == "HBM3");
+    CHECK(ma.other_tiers[0].second == 2);
+    CHECK(ma.TierTokens(ParseTier("HBM3")) == 2);
+    const InstanceMatch mb = MatchOne(index, Query(), kPrompt, "B");
+    CHECK(mb.longest_matched == 2);  // H3 is still held but H2 is not: no credit for H3
+    CHECK(mb.gpu == 2);
+  }
+
+  TEST_CASE("B4: parent hash 0 is a valid hash; only a nil parent is the root") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    auto r = Apply(index, a, Batch({Stored({0}, std::nullopt, {101, 15}),
+                                    Stored({7}, 0, {100, 55})}));
+    CHECK(r.orphans == 0);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 4);
+    // A child of an unknown parent 0 in a fresh instance is an orphan, not a root.
+    const SourceId b = Add(index, Engine("B"));
+    auto rb = Apply(index, b, Batch({Stored({8}, 0, {101, 15})}));
+    CHECK(rb.orphans == 1);
+    CHECK(MatchOne(index, Query(), kPrompt, "B").longest_matched == 0);
+  }
+
+  TEST_CASE("B5: BlockStored with unknown parent 555 is an orphan: not re-rooted, counted") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    // Tokens [101,15] under an unknown parent: re-rooting would falsely match prompt [101,15,...].
+    auto r = Apply(index, a, Batch({Stored({1, 2}, 555, {101, 15, 100, 55})}));
+    CHECK(r.orphans == 2);
+    CHECK(r.replay_wanted());
+    CHECK(r.stored == 0);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
+    const IndexStats s = index.stats();
+    CHECK(s.orphans == 2);
+    CHECK(s.blocks == 0);
+    REQUIRE(s.instances.size() == 1);
+    CHECK(s.instances[0].orphans == 2);
+  }
+
+  TEST_CASE("B6: an event [E1 known, E2 new] chains E2 from E1, not from the root") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    Apply(index, a, Batch({Stored({1, 2, 3}, std::nullopt, kPrompt)}));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.longest_matched == 6);
+    // [100,55] as a root prompt must not match (E2 hashed from the root would).
+    CHECK(MatchOne(index, Query(), {100, 55}, "A").longest_matched == 0);
+  }
+
+  TEST_CASE("B7: source tenant 't1' is kept on store and remove; tenant 'default' sees nothing") {
+    PrefixIndex index;
+    SourceConfig c = Engine("A");
+    c.tenant = "t1";
+    const SourceId a = Add(index, c);
+    Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})}));
+    MatchQuery t1 = Query();
+    t1.tenant = "t1";
+    CHECK(MatchOne(index, t1, kPrompt, "A").longest_matched == 4);
+    auto d = index.MatchTokens(Query(), kPrompt);
+    REQUIRE(d.ok());
+    CHECK(d->instances.empty());  // A is not known under tenant "default"
+    Apply(index, a, Batch({Removed({2})}));
+    CHECK(MatchOne(index, t1, kPrompt, "A").longest_matched == 2);
+  }
+
+  TEST_CASE("B8: salt 's' (source salt or root cache_salt) scopes the chain; children inherit") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    BlockStored root = Stored({1}, std::nullopt, {101, 15});
+    root.scope.salt = "s";
+    Apply(index, a, Batch({root, Stored({2}, 1, {100, 55})}));
+    MatchQuery salted = Query();
+    salted.salt = "s";
+    CHECK(MatchOne(index, salted, kPrompt, "A").longest_matched == 4);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
+    SourceConfig cs = Engine("B");
+    cs.salt = "src";
+    const SourceId b = Add(index, cs);
+    Apply(index, b, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    MatchQuery src_salt = Query();
+    src_salt.salt = "src";
+    CHECK(MatchOne(index, src_salt, kPrompt, "B").longest_matched == 2);
+    CHECK(MatchOne(index, Query(), kPrompt, "B").longest_matched == 0);
+  }
+
+  TEST_CASE("B9: event LoRA (lora_name 'L', lora_id 3) scopes blocks; -1 means no LoRA") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    BlockStored named = Stored({1}, std::nullopt, {101, 15});
+    named.scope.lora_name = "L";
+    BlockStored by_id = Stored({2}, std::nullopt, {101, 15});
+    by_id.scope.lora_id = 3;
+    BlockStored none = Stored({3}, std::nullopt, {101, 15});
+    none.scope.lora_id = -1;
+    Apply(index, a, Batch({named, by_id, none}));
+    MatchQuery l = Query();
+    l.lora = "L";
+    CHECK(MatchOne(index, l, kPrompt, "A").longest_matched == 2);
+    l.lora = LoraNameFrom(std::nullopt, 3);
+    CHECK(MatchOne(index, l, kPrompt, "A").longest_matched == 2);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 2);
+    CHECK(index.stats().scopes == 3);
+    // A remove carries no LoRA: it still finds the LoRA block.
+    Apply(index, a, Batch({Removed({1})}));
+    l.lora = "L";
+    CHECK(MatchOne(index, l, kPrompt, "A").longest_matched == 0);
+  }
+
+  TEST_CASE("B10: configured block size 3, engine block size 2: the remove finds its block") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A", std::nullopt, 3));
+    BlockStored e = Stored({1, 2}, std::nullopt, {101, 15, 100, 55});
+    e.scope.block_size = 2;
+    Apply(index, a, Batch({e}));
+    MatchQuery q = Query();
+    q.block_size = 2;
+    CHECK(MatchOne(index, q, kPrompt, "A").longest_matched == 4);
+    auto r = Apply(index, a, Batch({Removed({1, 2})}));
+    CHECK(r.removed == 2);
+    CHECK(r.unmapped == 0);
+    const IndexStats s = index.stats();
+    CHECK(s.blocks == 0);  // the index does not only grow
+    CHECK(s.presences == 0);
+    CHECK(s.engine_hashes == 0);
+  }
+
+  TEST_CASE("B11: removing rank 0's GPU replica keeps rank 1's and rank 0's CPU replica") {
+    PrefixIndex index;
+    const SourceId r0 = Add(index, Engine("A", 0));
+    const SourceId r1 = Add(index, Engine("A", 1));
+    Apply(index, r0, Batch({Stored({1}, std::nullopt, {101, 15}, Tier::Gpu()),
+                            Stored({1}, std::nullopt, {101, 15}, Tier::Cpu())}, 0));
+    Apply(index, r1, Batch({Stored({1}, std::nullopt, {101, 15}, Tier::Gpu())}, 1));
+    Apply(index, r0, Batch({Removed({1}, Tier::Gpu())}, 0));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.longest_matched == 2);
+    CHECK(m.gpu == 2);  // rank 1 still holds it in GPU
+    CHECK(m.cpu == 2);  // rank 0 still holds it in CPU
+    CHECK(m.DpRankTokens(0) == 2);
+    CHECK(m.DpRankTokens(1) == 2);
+    CHECK(index.stats().presences == 2);
+  }
+
+  TEST_CASE("B12: the same BlockStored applied 3 times (replay) is undone by one BlockRemoved") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    const EventBatch stored = Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})});
+    CHECK(Apply(index, a, stored).stored == 2);
+    CHECK(Apply(index, a, stored).duplicates == 2);
+    Apply(index, a, stored);
+    CHECK(index.stats().presences == 2);
+    Apply(index, a, Batch({Removed({1, 2})}));
+    CHECK(index.stats().presences == 0);
+    CHECK(index.stats().blocks == 0);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
+  }
+
+  TEST_CASE("B13: remove then evict (max_blocks 2) never double-counts resident blocks") {
+    PrefixIndex index(IndexOptions{.max_blocks = 2});
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})}));
+    Apply(index, a, Batch({Removed({1})}));  // a removed block must leave the LRU order too
+    CHECK(index.stats().blocks == 1);
+    auto r = Apply(index, a, Batch({Stored({3, 4, 5}, std::nullopt, {1, 1, 2, 2, 3, 3})}));
+    const IndexStats s = index.stats();
+    CHECK(s.blocks == 2);
+    CHECK(r.evicted == 2);  // block 2 (oldest) then block 3
+    CHECK(s.evictions == 2);
+    CHECK(s.presences == 2);
+  }
+
+  TEST_CASE("B14: queries touching the LRU order run concurrently with evicting stores") {
+    // The upstream mutates its LRU list under a read lock; here queries only write an atomic
+    // touch stamp. Run under TSan by scripts/check-all.sh.
+    PrefixIndex index(IndexOptions{.max_blocks = 64});
+    const SourceId a = Add(index, Engine("A"));
+    std::atomic<bool> stop{false};
+    std::atomic<int> failures{0};
+    std::thread reader([&] {
+      while (!stop.load()) {
+        if (!index.MatchTokens(Query(), kPrompt).ok()) failures.fetch_add(1);
+      }
+    });
+    for (uint32_t i = 0; i < 2000; ++i) {
+      Apply(index, a, Batch({Stored({1000 + i}, std::nullopt, {i, i + 1})}));
+    }
+    stop = true;
+    reader.join();
+    CHECK(failures.load() == 0);
+    CHECK(index.stats().blocks == 64);
+  }
+
+  TEST_CASE("B15: two DP-rank sources of instance A both keep their data (one instance)") {
+    PrefixIndex index;
+    const SourceId r0 = Add(index, Engine("A", 0));
+    const SourceId r1 = Add(index, Engine("A", 1));
+    Apply(index, r0, Batch({Stored({1}, std::nullopt, {101, 15})}, 0));
+    Apply(index, r1, Batch({Stored({5}, std::nullopt, {101, 15}), Stored({6}, 5, {100, 55})}, 1));
+    auto m = index.MatchTokens(Query(), kPrompt);
+    REQUIRE(m.ok());
+    REQUIRE(m->instances.size() == 1);
+    CHECK(m->instances[0].longest_matched == 4);
+    CHECK(m->instances[0].DpRankTokens(0) == 2);
+    CHECK(m->instances[0].DpRankTokens(1) == 4);
+    CHECK(index.stats().instances.size() == 1);
+  }
+
+  TEST_CASE("B16: DP ranks of an instance are reported (rank 1 with no match shows 0)") {
+    PrefixIndex index;
+    const SourceId r0 = Add(index, Engine("A", 0));
+    const SourceId r1 = Add(index, Engine("A", 1));
+    Apply(index, r0, Batch({Stored({1}, std::nullopt, {101, 15})}, 0));
+    Apply(index, r1, Batch({Stored({9}, std::nullopt, {7, 7})}, 1));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    REQUIRE(m.dp.size() == 2);
+    CHECK(m.dp[0] == DpTokens{0, 2});
+    CHECK(m.dp[1] == DpTokens{1, 0});
+  }
+
+  TEST_CASE("B18: a query with block_size 0, or an instance of unknown block size, never divides by 0") {
+    PrefixIndex index;
+    SourceConfig c = Engine("A", std::nullopt, 0);
+    Add(index, c);
+    MatchQuery zero = Query();
+    zero.block_size = 0;
+    auto bad = index.MatchTokens(zero, kPrompt);
+    CHECK_FALSE(bad.ok());
+    CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.longest_matched == 0);
+  }
+
+  TEST_CASE("B19: one hash, block_size 512, 5 token ids is rejected, not sliced") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A", std::nullopt, 512));
+    BlockStored e = Stored({1}, std::nullopt, {1, 2, 3, 4, 5});
+    e.scope.block_size = 512;
+    auto r = Apply(index, a, Batch({e}));
+    CHECK(r.rejected == 1);
+    CHECK(r.stored == 0);
+    CHECK(index.stats().blocks == 0);
+    // Two hashes and three tokens: inconsistent, rejected too.
+    CHECK(Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {1, 2, 3})})).rejected == 1);
+  }
+
+  TEST_CASE("B20: 1000 stores with max_blocks 10 evict exactly 990 and do not leak engine maps") {
+    PrefixIndex index(IndexOptions{.max_blocks = 10});
+    const SourceId a = Add(index, Engine("A"));
+    uint64_t evicted = 0;
+    for (uint32_t i = 0; i < 1000; ++i) {
+      evicted += Apply(index, a, Batch({Stored({i}, std::nullopt, {i, 7})})).evicted;
+    }
+    const IndexStats s = index.stats();
+    CHECK(evicted == 990);
+    CHECK(s.evictions == 990);
+    CHECK(s.blocks == 10);
+    CHECK(s.engine_hashes <= 200);  // swept: bounded by a constant times the resident blocks
+  }
+
+  TEST_CASE("Eviction takes the least recently touched: a matched block survives") {
+    PrefixIndex index(IndexOptions{.max_blocks = 2});
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    Apply(index, a, Batch({Stored({2}, std::nullopt, {5, 5})}));
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 2);  // touches block 1
+    Apply(index, a, Batch({Stored({3}, std::nullopt, {6, 6})}));          // evicts block 2
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 2);
+    CHECK(MatchOne(index, Query(), {5, 5}, "A").longest_matched == 0);
+    // An evicted parent makes a later child an orphan.
+    auto r = Apply(index, a, Batch({Stored({4}, 2, {7, 7})}));
+    CHECK(r.orphans == 1);
+  }
+
+  TEST_CASE("B39: Mooncake store blocks count in their tier (seed BlockStoreEvent + replicas)") {
+    PrefixIndex index;
+    const SourceId s = Add(index, Store("S", {}));
+    BlockStored e = Stored({1}, std::nullopt, {101, 15});
+    e.wire.object_key = "k1";
+    StoreUpdate u{"k1", {Replica{Tier::Cpu(), "tcp://h:1"}, Replica{Tier::Disk(), "/f"}}};
+    Apply(index, s, Batch({e, u}));
+    InstanceMatch m = MatchOne(index, Query(), kPrompt, "S");
+    CHECK(m.longest_matched == 2);
+    CHECK(m.cpu == 2);
+    CHECK(m.disk == 2);
+    CHECK(m.gpu == 0);
+    // A full replica set without disk removes DISK presence only.
+    Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "tcp://h:1"}}}}));
+    m = MatchOne(index, Query(), kPrompt, "S");
+    CHECK(m.cpu == 2);
+    CHECK(m.disk == 0);
+    // An empty set removes the object; a later update for it is unmapped.
+    Apply(index, s, Batch({StoreUpdate{"k1", {}}}));
+    CHECK(MatchOne(index, Query(), kPrompt, "S").longest_matched == 0);
+    CHECK(Apply(index, s, Batch({StoreUpdate{"k1", {Replica{Tier::Cpu(), "x"}}}})).unmapped == 1);
+    CHECK(Apply(index, s, Batch({StoreUpdate{"never", {Replica{Tier::Cpu(), "x"}}}})).unmapped == 1);
+  }
+
+  TEST_CASE("B47: a Mooncake batch with dp_rank -1 reports no DP key \"-1\"") {
+    PrefixIndex index;
+    const SourceId s = Add(index, Store("S", {}));
+    Apply(index, s, Batch({Stored({1}, std::nullopt, {101, 15}, Tier::Cpu())}, -1));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "S");
+    CHECK(m.longest_matched == 2);
+    CHECK(m.dp.empty());
+  }
+
+  TEST_CASE("B48: BlockRemoved for never-stored hashes 1,2 creates nothing and is counted") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    auto r = Apply(index, a, Batch({Removed({1, 2}, Tier::Cpu())}));
+    CHECK(r.unmapped == 2);
+    const IndexStats s = index.stats();
+    CHECK(s.blocks == 0);
+    CHECK(s.scopes == 0);
+    CHECK(s.unmapped == 2);
+  }
+
+  TEST_CASE("AllCleared and ClearSource clear only that source's presence") {
+    PrefixIndex index;
+    const SourceId r0 = Add(index, Engine("A", 0));
+    const SourceId r1 = Add(index, Engine("A", 1));
+    const SourceId b = Add(index, Engine("B"));
+    for (SourceId s : {r0, r1, b}) Apply(index, s, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})}));
+    auto r = Apply(index, r0, Batch({AllCleared{}}));
+    CHECK(r.removed == 2);
+    InstanceMatch a = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(a.longest_matched == 4);
+    CHECK(a.DpRankTokens(0) == 0);
+    CHECK(a.DpRankTokens(1) == 4);
+    CHECK(index.ClearSource(r1).ok());
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
+    CHECK(MatchOne(index, Query(), kPrompt, "B").longest_matched == 4);
+    // A cleared source's engine hashes are forgotten: its next child of 2 is an orphan.
+    CHECK(Apply(index, r0, Batch({Stored({3}, 2, {89, 63})})).orphans == 1);
+  }
+
+  TEST_CASE("RemoveInstance purges presence and unlists the instance") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    const SourceId b = Add(index, Engine("B"));
+    Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    Apply(index, b, Batch({Stored({1}, std::nullopt, {101, 15})}));
+    auto r = index.RemoveInstance("A");
+    REQUIRE(r.ok());
+    CHECK(r->removed == 1);
+    auto m = index.MatchTokens(Query(), kPrompt);
+    REQUIRE(m.ok());
+    REQUIRE(m->instances.size() == 1);
+    CHECK(m->instances[0].instance == "B");
+    CHECK(index.stats().presences == 1);
+    CHECK(index.RemoveInstance("nope").status().code() == StatusCode::kNotFound);
+    CHECK_FALSE(index.Apply(a, Batch({})).ok());
+  }
+
+  TEST_CASE("Store serves=* counts for every instance of its scope, never with a DP rank") {
+    PrefixIndex index;
+    Add(index, Engine("A", 0));
+    Add(index, Engine("B", 0));
+    const SourceId s = Add(index, Store("S", {"*"}));
+    Apply(index, s, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55}, Tier::Disk())}));
+    for (const char* name : {"A", "B"}) {
+      const InstanceMatch m = MatchOne(index, Query(), kPrompt, name);
+      CHECK(m.longest_matched == 4);
+      CHECK(m.disk == 4);
+      CHECK(m.DpRankTokens(0) == 0);
+    }
+  }
+
+  TEST_CASE("Tokenless events answer engine-hash queries only, and are counted") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    auto r = Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {}), Stored({3}, 2, {})}));
+    CHECK(r.tokenless == 3);
+    CHECK(index.stats().tokenless == 3);
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
+    const std::vector<EngineHash> hashes = {EngineHash{1}, EngineHash{2}, EngineHash{3}};
+    auto m = index.MatchEngineHashes(Query(), hashes);
+    REQUIRE(m.ok());
+    CHECK(m->Find("A")->longest_matched == 6);
+    const std::vector<EngineHash> gap = {EngineHash{1}, EngineHash{99}, EngineHash{3}};
+    CHECK(index.MatchEngineHashes(Query(), gap)->Find("A")->longest_matched == 2);
+    const std::vector<EngineHash> first_missing = {EngineHash{99}, EngineHash{1}};
+    CHECK(index.MatchEngineHashes(Query(), first_missing)->Find("A")->longest_matched == 0);
+  }
+
+  TEST_CASE("Queries by prefix hashes and by engine hashes walk like token queries") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1, 2, 3}, std::nullopt, kPrompt)}));
+    const auto prefix = ChainPrefixHashes(kPrompt, 2);
+    CHECK(index.MatchPrefixHashes(Query(), prefix)->Find("A")->longest_matched == 6);
+    const std::vector<PrefixHash> gap = {prefix[0], PrefixHash{12345}, prefix[2]};
+    CHECK(index.MatchPrefixHashes(Query(), gap)->Find("A")->longest_matched == 2);
+    const std::vector<EngineHash> engine = {EngineHash{1}, EngineHash{2}};
+    CHECK(index.MatchEngineHashes(Query(), engine)->Find("A")->longest_matched == 4);
+  }
+
+  TEST_CASE("hash=standard sources use their hashes as prefix hashes, no tokens needed") {
+    PrefixIndex index;
+    SourceConfig c = Store("S", {});
+    c.hash_standard = true;
+    const SourceId s = Add(index, c);
+    const auto prefix = ChainPrefixHashes(kPrompt, 2);
+    Apply(index, s, Batch({Stored({prefix[0].value, prefix[1].value}, std::nullopt, {}, Tier::Cpu())}));
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "S");
+    CHECK(m.longest_matched == 4);
+    CHECK(m.cpu == 4);
+    CHECK(index.stats().tokenless == 0);
+  }
+
+  TEST_CASE("Pages of size 1 accumulate into blocks of the configured size (SGLang)") {
+    PrefixIndex index;
+    SourceConfig c = Engine("A");
+    c.format = "sglang";
+    const SourceId a = Add(index, c);
+    auto page = [](uint64_t h, std::optional<uint64_t> parent, TokenId t) {
+      BlockStored e = Stored({h}, parent, {t});
+      e.scope.block_size = 1;
+      return e;
+    };
+    Apply(index, a, Batch({page(1, std::nullopt, 101), page(2, 1, 15), page(3, 2, 100)}));
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 2);  // [100] is partial
+    BlockStored rest = Stored({4, 5, 6}, 3, {55, 89, 63});
+    rest.scope.block_size = 1;
+    Apply(index, a, Batch({rest}));
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 6);
+    Apply(index, a, Batch({Removed({6})}));  // the page completing block 3
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 4);
+  }
+
+  TEST_CASE("Multimodal keys make an image block differ from a token-only prompt") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    BlockStored e = Stored({1, 2}, std::nullopt, {101, 15, 100, 55});
+    e.multimodal = {{}, {MultimodalKey{"img-1", 0}}};
+    Apply(index, a, Batch({e}));
+    CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 2);
+    const auto prefix = ChainPrefixHashes(std::vector<TokenId>{101, 15}, 2);
+    const PrefixHash image = ChainPrefixHash(
+        prefix[0], MixMultimodalKeys(HashBlockTokens(std::vector<TokenId>{100, 55}),
+                                     std::vector<MultimodalKey>{{"img-1", 0}}));
+    const std::vector<PrefixHash> with_image = {prefix[0], image};
+    CHECK(index.MatchPrefixHashes(Query(), with_image)->Find("A")->longest_matched == 4);
+  }
+
+  TEST_CASE("A batch rank that differs from the source's label wins and is counted") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A", 0));
+    auto r = Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}, 3));
+    CHECK(r.dp_rank_mismatches == 1);
+    const InstanceMatch m = MatchOne(index, Query(), kPrompt, "A");
+    CHECK(m.DpRankTokens(3) == 2);
+  }
+
+  TEST_CASE("Statistics count presences per instance and tier, and bytes") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55}),
+                           Stored({1}, std::nullopt, {101, 15}, Tier::Cpu())}));
+    const IndexStats s = index.stats();
+    CHECK(s.blocks == 2);
+    CHECK(s.presences == 3);
+    CHECK(s.bytes > 0);
+    REQUIRE(s.instances.size() == 1);
+    REQUIRE(s.instances[0].tiers.size() == 2);
+    CHECK(s.instances[0].tiers[0].tier == "GPU");
+    CHECK(s.instances[0].tiers[0].presences == 2);
+    CHECK(s.instances[0].tiers[1].tier == "CPU");
+    CHECK(s.instances[0].tiers[1].presences == 1);
+  }
+
+  TEST_CASE("Bad calls fail with a Status: unknown source, empty name, serves=* mixed") {
+    PrefixIndex index;
+    CHECK(index.Apply(SourceId{7}, Batch({})).status().code() == StatusCode::kInvalidArgument);
+    CHECK_FALSE(index.AddSource(SourceConfig{}).ok());
+    CHECK_FALSE(index.AddSource(Store("S", {"*", "A"})).ok());
+  }
+}
+
+}  // namespace
+}  // namespace kvindex
