@@ -208,6 +208,29 @@ TEST_CASE("Backfill of an empty ring starts at the first live batch") {
   CHECK(s.counters().lost == 0);
 }
 
+TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
+  // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
+  // holding every live batch and applying none.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  s.OnLive(8, Good(8), log);
+  CHECK(log.Take() == "r0");
+  s.GiveUp(log);
+  CHECK(log.Take() == "a5 a6 l7+1 a8");
+  CHECK_FALSE(s.waiting());
+  s.OnLive(9, Good(9), log);
+  CHECK(log.Take() == "a9");
+  // A give-up with nothing held: the next live batch starts the stream.
+  Seq t;
+  t.StartBackfill(log);
+  t.GiveUp(log);
+  t.OnLive(3, Good(3), log);
+  CHECK(log.Take() == "r0 a3");
+}
+
 TEST_CASE("Too many held batches give up on the hole (bounded memory)") {
   SequencerOptions options;
   options.max_held = 3;

@@ -166,8 +166,19 @@ class SourceSequencer {
   template <typename Sink>
   void OnReplayEnd(Sink& sink) {
     replay_outstanding_ = false;
+    GiveUp(sink);
+  }
+
+  // Gives up on every missing sequence up to the highest seen (live: the replay timeout; offline:
+  // a recorded `lost` observation) and applies what is held. A no-op when nothing is missing.
+  template <typename Sink>
+  void GiveUp(Sink& sink) {
+    replay_outstanding_ = false;
+    hole_open_ = false;
     if (!initialized_) {
-      // Backfill of an empty ring: the first held live batch sets the watermark.
+      // A backfill that ended (empty ring) or was given up on (no reply): the first held live
+      // batch sets the watermark, as a first live batch would have.
+      if (!backfilling_) return;
       backfilling_ = false;
       if (held_.empty()) return;
       initialized_ = true;
@@ -178,16 +189,6 @@ class SourceSequencer {
       held_.erase(first);
       Drain(sink);
     }
-    GiveUp(sink);
-  }
-
-  // Gives up on every missing sequence up to the highest seen (live: the replay timeout; offline:
-  // a recorded `lost` observation) and applies what is held. A no-op when nothing is missing.
-  template <typename Sink>
-  void GiveUp(Sink& sink) {
-    replay_outstanding_ = false;
-    hole_open_ = false;
-    if (!initialized_) return;
     while (!held_.empty()) {
       auto first = held_.begin();
       if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
