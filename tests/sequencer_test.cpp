@@ -208,6 +208,24 @@ TEST_CASE("Backfill of an empty ring starts at the first live batch") {
   CHECK(s.counters().lost == 0);
 }
 
+TEST_CASE("A replay that starts past held live batches applies them, losing only the missing") {
+  // Regression: the ring had moved past the hole and the held live batches 5 and 6; they were
+  // counted lost and stayed held below the watermark (a later give-up then underflowed).
+  Seq s;
+  Log log;
+  s.OnLive(1, Good(1), log);
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  CHECK(log.Take() == "a1 r2");
+  s.OnReplayed(8, Good(8), log);  // the ring now starts at 8
+  CHECK(log.Take() == "l2+3 a5 a6 l7+1 a8");
+  CHECK(s.counters().lost == 4);
+  CHECK(s.held() == 0);
+  s.OnReplayEnd(log);
+  CHECK(log.Take().empty());
+  CHECK(s.counters().lost == 4);
+}
+
 TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
   // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
   // holding every live batch and applying none.

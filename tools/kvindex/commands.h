@@ -22,6 +22,10 @@ struct CommandOutcome {
 // Registration functions, one per subcommand file, are declared here as they arrive, e.g.
 //   void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
 
+// `record` and `subscribe`: the live path (record.cpp, subscribe.cpp, live.cpp).
+void AddRecordCommand(CLI::App& app, CommandOutcome& outcome);
+void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome);
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_COMMANDS_H_

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
 
   CommandOutcome outcome;
   // kvindex::cli::Add<Name>Command(app, outcome) for each working subcommand.
+  kvindex::cli::AddRecordCommand(app, outcome);
+  kvindex::cli::AddSubscribeCommand(app, outcome);
 
   try {
     app.parse(argc, argv);

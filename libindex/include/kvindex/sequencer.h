@@ -151,9 +151,15 @@ class SourceSequencer {
     }
     horizon_ = std::max(horizon_, seq);
     if (!IsNext(seq)) {
-      // The publisher no longer holds the batches before `seq`: they are lost.
-      const uint64_t first = NextSeq();
-      Lose(first, seq - first, sink);
+      // The publisher no longer holds the batches before `seq`: those held (received live) are
+      // applied in order, the others are lost.
+      while (!held_.empty() && held_.begin()->first < seq) {
+        auto first = held_.begin();
+        if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
+        ApplyNext(first->first, std::move(first->second), sink);
+        held_.erase(first);
+      }
+      if (!IsNext(seq)) Lose(NextSeq(), seq - NextSeq(), sink);
     }
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
     ApplyNext(seq, std::move(*item), sink);
