@@ -115,7 +115,7 @@ TEST_SUITE("prefix_index") {
     CHECK(m->instances[0].longest_matched == 2);
     CHECK(m->instances[1].instance == "B");
     CHECK(m->instances[1].longest_matched == 0);
-    CHECK(m->instances[1].dp == std::vector<DpTokens>{{0, 0}});  // engine sources default to rank 0
+    CHECK(m->instances[1].dp == DpList{{0, 0}});  // engine sources default to rank 0
     MatchQuery only_b = Query();
     only_b.instances = {"B", "nope"};
     auto b = index.MatchTokens(only_b, kPrompt);
@@ -408,18 +408,19 @@ TEST_SUITE("prefix_index") {
     CHECK(Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {1, 2, 3})})).rejected == 1);
   }
 
-  TEST_CASE("B20: 1000 stores with max_blocks 10 evict exactly 990 and do not leak engine maps") {
+  TEST_CASE("B20: 20000 stores with max_blocks 10 evict exactly 19990 and do not leak maps") {
     PrefixIndex index(IndexOptions{.max_blocks = 10});
     const SourceId a = Add(index, Engine("A"));
     uint64_t evicted = 0;
-    for (uint32_t i = 0; i < 1000; ++i) {
+    for (uint32_t i = 0; i < 20000; ++i) {
       evicted += Apply(index, a, Batch({Stored({i}, std::nullopt, {i, 7})})).evicted;
     }
     const IndexStats s = index.stats();
-    CHECK(evicted == 990);
-    CHECK(s.evictions == 990);
+    CHECK(evicted == 19990);
+    CHECK(s.evictions == 19990);
     CHECK(s.blocks == 10);
-    CHECK(s.engine_hashes <= 200);  // swept: bounded by a constant times the resident blocks
+    // Entries of evicted blocks are swept in batches of at most max(4096, blocks / 4).
+    CHECK(s.engine_hashes <= 10 + 4096);
   }
 
   TEST_CASE("Eviction takes the least recently touched: a matched block survives") {

@@ -1,12 +1,12 @@
-// FlatTable: a small open-addressing hash table (linear probing, power-of-two capacity, maximum
-// load 3/4, backward-shift deletion: no tombstones) over caller-defined slots. Private to libindex.
+// FlatTable: a small open-addressing hash table (linear probing, capacity growing by 1.5x, maximum
+// load 4/5, backward-shift deletion: no tombstones) over caller-defined slots. Private to libindex.
 //
 // Why not std::unordered_map: one node allocation per entry (about 40 bytes of heap and a cache
 // miss per lookup); the index needs ~10 M inserts/s and <= 64 bytes per presence (docs/
 // architecture.md "Index memory layout"). A Traits type supplies:
 //   static bool Empty(const Slot&);        static Slot MakeEmpty();
 //   static uint64_t Hash(const Slot&);     // the hash the slot was inserted with (for rehash)
-// Only the home bucket of a hash depends on its low bits, so a slot may keep 32 bits of it.
+// The home bucket depends only on the high 32 bits of the hash, so a slot may keep just those.
 //
 // Thread safety: none; PrefixIndex guards it with its reader-writer lock.
 #ifndef KVINDEX_SRC_FLAT_TABLE_H_
@@ -38,11 +38,16 @@ class FlatTable {
   size_t capacity() const { return slots_.size(); }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
+  // The home bucket of a hash: its high 32 bits scaled onto the capacity (Lemire's multiply-shift
+  // range reduction), so the capacity need not be a power of two and may grow by 1.5x, which keeps
+  // the average load near 0.7 instead of 0.5 (docs/architecture.md "Index memory layout").
+  size_t Home(uint64_t h) const { return static_cast<size_t>(((h >> 32) * cap_) >> 32); }
+
   // Position of the first slot with hash `h` for which `match(slot)` holds, or kNotFound.
   template <typename Match>
   size_t Find(uint64_t h, Match&& match) const {
     if (size_ == 0) return kNotFound;
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = Home(h);; i = Next(i)) {
       const Slot& s = slots_[i];
       if (Traits::Empty(s)) return kNotFound;
       if (match(s)) return i;
@@ -50,7 +55,7 @@ class FlatTable {
   }
 
   void Prefetch(uint64_t h) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
+    if (cap_ != 0) __builtin_prefetch(&slots_[Home(h)]);
   }
 
   Slot& at(size_t pos) { return slots_[pos]; }
@@ -58,9 +63,9 @@ class FlatTable {
 
   // Inserts `slot` (whose hash is `h`); the caller has checked it is absent. Returns its position.
   size_t Insert(uint64_t h, const Slot& slot) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) Grow(slots_.empty() ? 16 : slots_.size() * 2);
-    size_t i = h & mask_;
-    while (!Traits::Empty(slots_[i])) i = (i + 1) & mask_;
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
+    size_t i = Home(h);
+    while (!Traits::Empty(slots_[i])) i = Next(i);
     slots_[i] = slot;
     ++size_;
     return i;
@@ -69,11 +74,11 @@ class FlatTable {
   // Removes the slot at `pos`, shifting later members of its probe run back (no tombstones).
   void EraseAt(size_t pos) {
     size_t i = pos;
-    for (size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+    for (size_t j = Next(i);; j = Next(j)) {
       if (Traits::Empty(slots_[j])) break;
-      const size_t home = Traits::Hash(slots_[j]) & mask_;
+      const size_t home = Home(Traits::Hash(slots_[j]));
       // Leave slot j where it is when its home lies cyclically in (i, j].
-      if (((j - home) & mask_) < ((j - i) & mask_)) continue;
+      if (Distance(home, j) < Distance(i, j)) continue;
       slots_[i] = slots_[j];
       i = j;
     }
@@ -82,14 +87,8 @@ class FlatTable {
   }
 
   void Reserve(size_t n) {
-    size_t cap = 16;
-    while (cap * 3 < n * 4) cap *= 2;
-    if (cap > slots_.size()) Grow(cap);
-  }
-
-  void Clear() {
-    slots_.assign(slots_.size(), Traits::MakeEmpty());
-    size_ = 0;
+    const size_t cap = n + n / 4 + 16;
+    if (cap > cap_) Grow(cap);
   }
 
   // Calls f(slot) for every occupied slot.
@@ -101,20 +100,24 @@ class FlatTable {
   }
 
  private:
+  size_t Next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+  // Steps from a forward to b, cyclically.
+  size_t Distance(size_t a, size_t b) const { return b >= a ? b - a : b + cap_ - a; }
+
   void Grow(size_t cap) {
     std::vector<Slot> old(cap, Traits::MakeEmpty());
     old.swap(slots_);
-    mask_ = cap - 1;
+    cap_ = cap;
     for (const Slot& s : old) {
       if (Traits::Empty(s)) continue;
-      size_t i = Traits::Hash(s) & mask_;
-      while (!Traits::Empty(slots_[i])) i = (i + 1) & mask_;
+      size_t i = Home(Traits::Hash(s));
+      while (!Traits::Empty(slots_[i])) i = Next(i);
       slots_[i] = s;
     }
   }
 
   std::vector<Slot> slots_;
-  size_t mask_ = 0;
+  size_t cap_ = 0;
   size_t size_ = 0;
 };
 

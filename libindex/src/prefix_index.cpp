@@ -55,10 +55,11 @@ struct Presence {
 
 // A resident block. `ns` is 0 for blocks keyed by a prefix hash, 1 + instance index for blocks
 // keyed by that instance's engine-hash chain (tokenless events). `gen` changes when the record is
-// freed, so stale references (engine maps, the eviction heap) are detected.
+// freed, so stale references (the eviction heap, store object keys) are detected. A freed record
+// (count 0) is not reused until every engine map has dropped its entries for it (Recycle()), so
+// engine-map entries need no generation.
 struct Block {
   uint64_t hash = 0;
-  mutable std::atomic<uint64_t> touch{0};  // written by queries (relaxed)
   uint32_t scope = 0;
   uint32_t ns = 0;
   uint32_t gen = 0;
@@ -72,7 +73,7 @@ struct Block {
   Presence* data() { return cap <= kInline ? store.inl : store.heap; }
   const Presence* data() const { return cap <= kInline ? store.inl : store.heap; }
 };
-static_assert(sizeof(Block) == 40, "docs/architecture.md documents a 40-byte block record");
+static_assert(sizeof(Block) == 32, "docs/architecture.md documents a 32-byte block record");
 
 uint64_t KeyHash(uint64_t hash, uint32_t scope, uint32_t ns) {
   return Mix64(hash ^ (((static_cast<uint64_t>(scope) << 32) | ns) * 0x9E3779B97F4A7C15ULL));
@@ -85,18 +86,21 @@ struct BlockSlot {
 struct BlockTraits {
   static bool Empty(const BlockSlot& s) { return s.idx == kNone; }
   static BlockSlot MakeEmpty() { return {0, kNone}; }
-  static uint64_t Hash(const BlockSlot& s) { return s.tag; }
+  static uint64_t Hash(const BlockSlot& s) { return static_cast<uint64_t>(s.tag) << 32; }
 };
 
+// 12 bytes: the engine hash as two halves (no 8-byte alignment padding) and the block.
 struct EngineSlot {
-  uint64_t key;
+  uint32_t lo;
+  uint32_t hi;
   uint32_t block;
-  uint32_t gen;
+  uint64_t key() const { return (static_cast<uint64_t>(hi) << 32) | lo; }
 };
+static_assert(sizeof(EngineSlot) == 12);
 struct EngineTraits {
   static bool Empty(const EngineSlot& s) { return s.block == kNone; }
-  static EngineSlot MakeEmpty() { return {0, kNone, 0}; }
-  static uint64_t Hash(const EngineSlot& s) { return Mix64(s.key); }
+  static EngineSlot MakeEmpty() { return {0, 0, kNone}; }
+  static uint64_t Hash(const EngineSlot& s) { return Mix64(s.key()); }
 };
 
 struct BlockRef {
@@ -125,7 +129,6 @@ struct Instance {
   FlatTable<EngineSlot, EngineTraits> engine;
   std::unordered_map<uint64_t, Partial> partials;
   std::unordered_map<std::string, std::vector<BlockRef>> objects;  // Mooncake store keys
-  uint64_t stale = 0;  // engine entries possibly pointing at evicted blocks
   uint64_t orphans = 0;
 };
 
@@ -180,6 +183,7 @@ struct Pending {
   uint32_t ns;
   EngineHash engine;
   int32_t partial;  // -1: a full block; else an index into the event's partial pages
+  uint64_t key_hash = 0;  // KeyHash(hash, scope, ns), for prefetching
 };
 
 }  // namespace
@@ -190,8 +194,12 @@ struct PrefixIndex::Impl {
 
   // --- state read by queries (mutated only under the exclusive lock) ---
   std::vector<std::unique_ptr<Block[]>> chunks;
+  // Last-touch stamps (stored or matched), only with max_blocks; queries write them (relaxed).
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> touch_chunks;
   uint32_t allocated = 0;  // block records handed out (free ones included)
   std::vector<uint32_t> free_list;
+  std::vector<uint32_t> deferred;  // freed, waiting for Recycle()
+  std::vector<uint64_t> deferred_bits;  // bit per record: in `deferred` (a cache-friendly test)
   FlatTable<BlockSlot, BlockTraits> table;
   std::vector<std::unique_ptr<Instance>> instances;
   std::unordered_map<std::string, uint32_t> instance_by_name;
@@ -233,6 +241,9 @@ struct PrefixIndex::Impl {
     return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
   }
   bool evicting() const { return options.max_blocks > 0; }
+  std::atomic<uint64_t>& touch(uint32_t idx) const {
+    return touch_chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
+  }
 
   // The writer's exclusive section is taken lazily and released every kWriterChunk operations.
   bool writer_locked = false;
@@ -332,8 +343,10 @@ struct PrefixIndex::Impl {
 
   // ---------------------------------------------------------------- blocks (exclusive lock)
   uint32_t FindBlock(uint64_t hash, uint32_t scope, uint32_t ns) const {
-    const uint64_t h = KeyHash(hash, scope, ns);
-    const uint32_t tag = static_cast<uint32_t>(h);
+    return FindBlockHashed(KeyHash(hash, scope, ns), hash, scope, ns);
+  }
+  uint32_t FindBlockHashed(uint64_t h, uint64_t hash, uint32_t scope, uint32_t ns) const {
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
     const size_t pos = table.Find(h, [&](const BlockSlot& s) {
       if (s.tag != tag) return false;
       const Block& b = block(s.idx);
@@ -350,6 +363,7 @@ struct PrefixIndex::Impl {
     } else {
       if ((allocated >> kChunkBits) >= chunks.size()) {
         chunks.push_back(std::make_unique<Block[]>(kChunkSize));
+        if (evicting()) touch_chunks.push_back(std::make_unique<std::atomic<uint64_t>[]>(kChunkSize));
       }
       idx = allocated++;
     }
@@ -359,11 +373,12 @@ struct PrefixIndex::Impl {
     b.ns = ns;
     b.count = 0;
     b.cap = kInline;
-    table.Insert(KeyHash(hash, scope, ns), {static_cast<uint32_t>(KeyHash(hash, scope, ns)), idx});
+    const uint64_t h = KeyHash(hash, scope, ns);
+    table.Insert(h, {static_cast<uint32_t>(h >> 32), idx});
     ++live_blocks;
     if (evicting()) {
       const uint64_t now = clock.fetch_add(1, std::memory_order_relaxed);
-      b.touch.store(now, std::memory_order_relaxed);
+      touch(idx).store(now, std::memory_order_relaxed);
       heap.push_back({now, idx, b.gen});
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
     }
@@ -382,8 +397,35 @@ struct PrefixIndex::Impl {
     b.cap = kInline;
     b.count = 0;
     ++b.gen;
-    free_list.push_back(idx);
+    deferred.push_back(idx);
+    if ((idx >> 6) >= deferred_bits.size()) deferred_bits.resize((idx >> 6) + 1024, 0);
+    deferred_bits[idx >> 6] |= 1ULL << (idx & 63);
     --live_blocks;
+  }
+
+  // Makes deferred records reusable once no engine map points at them. Amortised O(1) per free:
+  // the sweep visits every engine entry but runs only after max(4096, live/4) frees. The scan is
+  // a read (the writer may read without the lock); erasing is chunked under the lock.
+  void MaybeRecycle() {
+    if (deferred.size() < std::max<uint64_t>(4096, live_blocks / 4)) return;
+    WUnlock();
+    std::vector<std::pair<uint32_t, uint64_t>> dead;
+    for (uint32_t ii = 0; ii < instances.size(); ++ii) {
+      instances[ii]->engine.ForEach([&](const EngineSlot& e) {
+        if ((e.block >> 6) < deferred_bits.size() &&
+            (deferred_bits[e.block >> 6] >> (e.block & 63) & 1) != 0) {
+          dead.emplace_back(ii, e.key());
+        }
+      });
+    }
+    WLock();
+    for (const auto& [ii, key] : dead) {
+      EngineErase(*instances[ii], key);
+      Tick();
+    }
+    free_list.insert(free_list.end(), deferred.begin(), deferred.end());
+    for (uint32_t idx : deferred) deferred_bits[idx >> 6] &= ~(1ULL << (idx & 63));
+    deferred.clear();
   }
 
   // Adds tier `t` for `holder` to block `idx`. Returns false for a duplicate.
@@ -458,27 +500,28 @@ struct PrefixIndex::Impl {
 
   // ---------------------------------------------------------------- engine maps
   // The block an instance's engine hash maps to, if still valid.
+  static auto EngineMatch(uint64_t key) {
+    const uint32_t lo = static_cast<uint32_t>(key);
+    const uint32_t hi = static_cast<uint32_t>(key >> 32);
+    return [lo, hi](const EngineSlot& s) { return s.lo == lo && s.hi == hi; };
+  }
   uint32_t EngineLookup(const Instance& inst, uint64_t key) const {
-    const size_t pos = inst.engine.Find(Mix64(key), [&](const EngineSlot& s) { return s.key == key; });
+    const size_t pos = inst.engine.Find(Mix64(key), EngineMatch(key));
     if (pos == inst.engine.kNotFound) return kNone;
-    const EngineSlot& s = inst.engine.at(pos);
-    const Block& b = block(s.block);
-    if (b.gen != s.gen || b.count == 0) return kNone;
-    return s.block;
+    const uint32_t idx = inst.engine.at(pos).block;
+    return block(idx).count == 0 ? kNone : idx;  // a freed record is never reused while mapped
   }
   void EngineSet(Instance& inst, uint64_t key, uint32_t idx) {
     const uint64_t h = Mix64(key);
-    const size_t pos = inst.engine.Find(h, [&](const EngineSlot& s) { return s.key == key; });
-    const uint32_t gen = block(idx).gen;
+    const size_t pos = inst.engine.Find(h, EngineMatch(key));
     if (pos != inst.engine.kNotFound) {
       inst.engine.at(pos).block = idx;
-      inst.engine.at(pos).gen = gen;
     } else {
-      inst.engine.Insert(h, {key, idx, gen});
+      inst.engine.Insert(h, {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), idx});
     }
   }
   void EngineErase(Instance& inst, uint64_t key) {
-    const size_t pos = inst.engine.Find(Mix64(key), [&](const EngineSlot& s) { return s.key == key; });
+    const size_t pos = inst.engine.Find(Mix64(key), EngineMatch(key));
     if (pos != inst.engine.kNotFound) inst.engine.EraseAt(pos);
   }
   // Drops entries whose block is gone or no longer held by the instance (B20: no leaking map).
@@ -487,7 +530,7 @@ struct PrefixIndex::Impl {
     std::vector<uint64_t> dead;
     inst.engine.ForEach([&](const EngineSlot& s) {
       const Block& b = block(s.block);
-      if (b.gen != s.gen || b.count == 0 || !InstanceHolds(b, ii)) dead.push_back(s.key);
+      if (b.count == 0 || !InstanceHolds(b, ii)) dead.push_back(s.key());
     });
     for (uint64_t key : dead) {
       EngineErase(inst, key);
@@ -501,7 +544,6 @@ struct PrefixIndex::Impl {
       });
       it = refs.empty() ? inst.objects.erase(it) : std::next(it);
     }
-    inst.stale = 0;
   }
 
   // ---------------------------------------------------------------- eviction
@@ -514,7 +556,6 @@ struct PrefixIndex::Impl {
         --h.tier_presences[std::countr_zero(m)];
         --presences;
       }
-      ++instances[h.inst]->stale;
     }
     FreeBlock(idx);
     ++evictions;
@@ -527,9 +568,9 @@ struct PrefixIndex::Impl {
       heap.pop_back();
       Block& b = block(e.idx);
       if (b.gen != e.gen || b.count == 0) continue;  // freed since
-      const uint64_t touch = b.touch.load(std::memory_order_relaxed);
-      if (touch != e.touch) {  // touched since it was queued: requeue at its real time
-        heap.push_back({touch, e.idx, e.gen});
+      const uint64_t last = touch(e.idx).load(std::memory_order_relaxed);
+      if (last != e.touch) {  // touched since it was queued: requeue at its real time
+        heap.push_back({last, e.idx, e.gen});
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
         continue;
       }
@@ -547,10 +588,6 @@ struct PrefixIndex::Impl {
       }
       std::make_heap(fresh.begin(), fresh.end(), std::greater<>());
       heap.swap(fresh);
-    }
-    for (uint32_t i = 0; i < instances.size(); ++i) {
-      Instance& inst = *instances[i];
-      if (inst.stale > 64 && inst.stale * 2 > inst.engine.size()) SweepEngine(i);
     }
   }
 
@@ -733,18 +770,28 @@ struct PrefixIndex::Impl {
       object = &inst.objects[*ev.wire.object_key];
       object->clear();
     }
-    for (const Pending& p : pending) {
+    for (Pending& p : pending) {
+      if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
+    }
+    // Prefetch the table and engine-map slots a few blocks ahead: the walk is memory-bound.
+    constexpr size_t kAhead = 6;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (i + kAhead < pending.size()) {
+        const Pending& next = pending[i + kAhead];
+        table.Prefetch(next.key_hash);
+        inst.engine.Prefetch(Mix64(next.engine.value));
+      }
+      const Pending& p = pending[i];
       if (p.partial >= 0) {
         inst.partials[p.engine.value] = std::move(pending_partials[p.partial]);
         EngineErase(inst, p.engine.value);
         continue;
       }
-      uint32_t idx = FindBlock(p.hash, scope_id, p.ns);
+      uint32_t idx = FindBlockHashed(p.key_hash, p.hash, scope_id, p.ns);
       if (idx == kNone) {
         idx = AllocBlock(p.hash, scope_id, p.ns);
       } else if (evicting()) {
-        block(idx).touch.store(clock.fetch_add(1, std::memory_order_relaxed),
-                               std::memory_order_relaxed);
+        touch(idx).store(clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
       }
       if (AddPresence(idx, static_cast<uint16_t>(holder), t)) {
         ++r.stored;
@@ -758,6 +805,7 @@ struct PrefixIndex::Impl {
     }
     tokenless += r.tokenless - tokenless_before;
     MaybeEvict(r);
+    MaybeRecycle();
   }
 
   void ApplyRemoved(uint32_t sid, const BlockRemoved& ev, std::optional<DpRank> batch_rank,
@@ -769,7 +817,27 @@ struct PrefixIndex::Impl {
     const uint32_t t = TierIndex(tier, false);
     const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), false);
     WLock();
-    for (const EngineHash& h : ev.block_hashes) {
+    const auto& hashes = ev.block_hashes;
+    // A remove chases three dependent cache misses (engine slot -> block record -> table slot);
+    // prefetch them in a pipeline a few hashes ahead.
+    auto peek = [&](size_t k) -> uint32_t {
+      const size_t pos = inst.engine.Find(Mix64(hashes[k].value), EngineMatch(hashes[k].value));
+      return pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
+    };
+    for (size_t k = 0; k < hashes.size(); ++k) {
+      if (k + 8 < hashes.size()) inst.engine.Prefetch(Mix64(hashes[k + 8].value));
+      if (k + 4 < hashes.size()) {
+        const uint32_t ahead = peek(k + 4);
+        if (ahead != kNone) __builtin_prefetch(&block(ahead));
+      }
+      if (k + 2 < hashes.size()) {
+        const uint32_t ahead = peek(k + 2);
+        if (ahead != kNone) {
+          const Block& b = block(ahead);
+          table.Prefetch(KeyHash(b.hash, b.scope, b.ns));
+        }
+      }
+      const EngineHash& h = hashes[k];
       const uint32_t idx = EngineLookup(inst, h.value);
       if (idx == kNone) {
         if (inst.partials.erase(h.value) == 0) {
@@ -785,6 +853,7 @@ struct PrefixIndex::Impl {
       if (freed || !InstanceHolds(block(idx), ii)) EngineErase(inst, h.value);
       Tick();
     }
+    MaybeRecycle();
   }
 
   // Removes the tiers in `mask` of every holder of source `sid` (chunked scan of all blocks).
@@ -797,7 +866,7 @@ struct PrefixIndex::Impl {
     uint32_t scanned = 0;
     for (uint32_t idx = 0; idx < allocated; ++idx) {
       Block& b = block(idx);
-      if (++scanned % 1024 == 0) Tick();
+      if (++scanned % 16 == 0) Tick();  // the lock is released every 1,024 records
       if (b.count == 0) continue;
       for (uint16_t h : mine) {
         if (block(idx).count == 0) break;
@@ -812,6 +881,7 @@ struct PrefixIndex::Impl {
     }
     instances[src.inst]->partials.clear();
     SweepEngine(src.inst);
+    MaybeRecycle();
   }
 
   void ApplyStoreUpdate(uint32_t sid, const StoreUpdate& ev, ApplyResult& r) {
@@ -914,8 +984,8 @@ struct PrefixIndex::Impl {
         }
       }
     }
-    const bool touch = evicting();
-    const uint64_t base = touch ? clock.fetch_add(n, std::memory_order_relaxed) : 0;
+    const bool touching = evicting();
+    const uint64_t base = touching ? clock.fetch_add(n, std::memory_order_relaxed) : 0;
     for (size_t d = 0; d < n && !sc.alive.empty(); ++d) {
       const uint32_t idx = resolve(d);
       if (idx == kNone) break;
@@ -951,8 +1021,8 @@ struct PrefixIndex::Impl {
         sc.alive[out++] = li;
       }
       sc.alive.resize(out);
-      if (touch && out > 0) {
-        b.touch.store(base + d, std::memory_order_relaxed);
+      if (touching && out > 0) {
+        touch(idx).store(base + d, std::memory_order_relaxed);
       }
     }
     for (uint32_t li : sc.group) {
@@ -1051,21 +1121,38 @@ struct PrefixIndex::Impl {
         });
         continue;
       }
-      std::span<const PrefixHash> keys = prefix;
-      if (mode == Mode::kTokens) {
-        sc.hashes.clear();
-        AppendPrefixHashes(tokens, lead.block_size, std::nullopt, lead.seed, sc.hashes);
-        keys = sc.hashes;
-      }
+      // Token ids are hashed lazily, a chunk at a time, so a miss costs one chunk of hashing.
+      const size_t n = mode == Mode::kTokens ? tokens.size() / lead.block_size : prefix.size();
+      sc.hashes.clear();
+      auto key_at = [&](size_t k) -> uint64_t {
+        if (mode != Mode::kTokens) return prefix[k].value;
+        if (k >= sc.hashes.size()) {
+          const size_t bs = lead.block_size;
+          const size_t end = std::min(n, k + 8);
+          std::optional<PrefixHash> parent;
+          if (!sc.hashes.empty()) parent = sc.hashes.back();
+          AppendPrefixHashes(tokens.subspan(sc.hashes.size() * bs, (end - sc.hashes.size()) * bs),
+                             lead.block_size, parent, lead.seed, sc.hashes);
+        }
+        return sc.hashes[k].value;
+      };
       // Resolve in chunks of 8 with the table slots prefetched (memory-level parallelism); a miss
       // ends the walk after at most one wasted chunk.
       constexpr size_t kAhead = 8;
-      sc.resolved.assign(keys.size(), kNone - 1);  // kNone - 1: not resolved yet
-      Walk(sc, keys.size(), [&](size_t d) {
+      sc.resolved.assign(n, kNone - 1);  // kNone - 1: not resolved yet
+      uint64_t chunk_keys[kAhead];
+      uint64_t chunk_hashes[kAhead];
+      Walk(sc, n, [&](size_t d) {
         if (sc.resolved[d] == kNone - 1) {
-          const size_t end = std::min(keys.size(), d + kAhead);
-          for (size_t k = d; k < end; ++k) table.Prefetch(KeyHash(keys[k].value, scope, 0));
-          for (size_t k = d; k < end; ++k) sc.resolved[k] = FindBlock(keys[k].value, scope, 0);
+          const size_t end = std::min(n, d + kAhead);
+          for (size_t k = d; k < end; ++k) {
+            chunk_keys[k - d] = key_at(k);
+            chunk_hashes[k - d] = KeyHash(chunk_keys[k - d], scope, 0);
+            table.Prefetch(chunk_hashes[k - d]);
+          }
+          for (size_t k = d; k < end; ++k) {
+            sc.resolved[k] = FindBlockHashed(chunk_hashes[k - d], chunk_keys[k - d], scope, 0);
+          }
         }
         return sc.resolved[d];
       });

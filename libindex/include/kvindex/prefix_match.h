@@ -11,7 +11,11 @@
 #ifndef KVINDEX_PREFIX_MATCH_H_
 #define KVINDEX_PREFIX_MATCH_H_
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +49,40 @@ struct DpTokens {
   friend bool operator==(const DpTokens&, const DpTokens&) = default;
 };
 
+// The DP ranks of one instance: a small vector that keeps up to 4 ranks inline, so a query over
+// many instances does not allocate per instance (std::vector-like: size, [], iteration, ==).
+class DpList {
+ public:
+  DpList() = default;
+  DpList(std::initializer_list<DpTokens> init) {
+    for (const DpTokens& d : init) push_back(d);
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const DpTokens* begin() const { return size_ <= kInline ? inline_.data() : heap_.data(); }
+  const DpTokens* end() const { return begin() + size_; }
+  const DpTokens& operator[](size_t i) const { return begin()[i]; }
+  void reserve(size_t) {}
+  void push_back(const DpTokens& d) {
+    if (size_ < kInline) {
+      inline_[size_] = d;
+    } else {
+      if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
+      heap_.push_back(d);
+    }
+    ++size_;
+  }
+  friend bool operator==(const DpList& a, const DpList& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  static constexpr size_t kInline = 4;
+  size_t size_ = 0;
+  std::array<DpTokens, kInline> inline_{};
+  std::vector<DpTokens> heap_;  // every entry, once there are more than kInline
+};
+
 struct InstanceMatch {
   std::string_view instance;  // owned by the index (see the header comment)
   uint32_t block_size = 0;    // the block size this instance was matched with
@@ -55,7 +93,7 @@ struct InstanceMatch {
   // Any other tier by its (upper-cased) name, in first-seen order; usually empty.
   std::vector<std::pair<std::string, uint64_t>> other_tiers;
   // Every DP rank the instance has (zeros included), ascending.
-  std::vector<DpTokens> dp;
+  DpList dp;
 
   // Tokens in `tier` (0 when absent).
   uint64_t TierTokens(const Tier& tier) const;

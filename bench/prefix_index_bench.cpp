@@ -1,0 +1,447 @@
+// PrefixIndex benches at fixed sizes (docs/benchmarks.md), each beside a baseline doing the same
+// operations on a plain std::unordered_map design in the same binary:
+//
+//  BM_PrefixIndex_Apply          items = block-ops (prefix hashing + presence, no decoding), in
+//                                steady state: 64 instances, a ring of 2,048 chains of 128 blocks x
+//                                16 tokens (the first 32 blocks, 25%, are one of 8 shared prompts);
+//                                1,024 chains resident; each step stores the next chain (one
+//                                BlockStored of 128 blocks) and removes the oldest (one
+//                                BlockRemoved of 128 hashes): 256 block-ops per step.
+//  BM_PrefixIndex_Match/128      a fully matching 128-block query by prefix hashes against an index
+//                                of 64 instances x 336 chains x 128 blocks: 2,066,432 distinct
+//                                presences (each instance repeats its 32 shared blocks);
+//                                p50_ns / p99_ns counters from per-iteration timings.
+//  BM_PrefixIndex_MatchTokens/2048  the same with 2,048 token ids (hashing included).
+//  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
+//  BM_PrefixIndex_Memory         bytes_per_block = heap bytes (mallinfo2 delta) per (block, source)
+//                                presence after storing 1,003,520 presences (64 x 163 chains).
+//  BM_UnorderedMapBaseline_*     the same operations on std::unordered_map<key, std::vector<...>>
+//                                blocks and per-instance std::unordered_map engine maps.
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "kvindex/prefix_index.h"
+
+namespace {
+
+using namespace kvindex;
+
+constexpr uint32_t kBlockSize = 16;
+constexpr int kInstances = 64;
+constexpr int kChainBlocks = 128;
+constexpr int kSharedBlocks = 32;  // 25% of a chain
+constexpr int kSharedPrompts = 8;
+
+// A chain: its tokens, engine hashes (publisher-style: unique per chain position) and the index of
+// its shared prefix.
+struct Chain {
+  std::vector<TokenId> tokens;
+  std::vector<EngineHash> hashes;
+};
+
+Chain MakeChain(std::mt19937_64& rng, int shared) {
+  Chain c;
+  c.tokens.reserve(kChainBlocks * kBlockSize);
+  for (int i = 0; i < kSharedBlocks * static_cast<int>(kBlockSize); ++i) {
+    c.tokens.push_back(static_cast<TokenId>(shared * 7919 + i));
+  }
+  while (c.tokens.size() < kChainBlocks * kBlockSize) {
+    c.tokens.push_back(static_cast<TokenId>(rng() % 151936));
+  }
+  // Engine hashes as vLLM derives them: a function of the prefix (shared blocks share hashes).
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int b = 0; b < kChainBlocks; ++b) {
+    for (uint32_t i = 0; i < kBlockSize; ++i) h = (h ^ c.tokens[b * kBlockSize + i]) * 0x100000001b3ULL;
+    c.hashes.push_back(EngineHash{h});
+  }
+  return c;
+}
+
+EventBatch StoredBatch(const Chain& c) {
+  BlockStored e;
+  e.block_hashes = c.hashes;
+  e.token_ids = c.tokens;
+  e.tier = Tier::Gpu();
+  EventBatch b;
+  b.dp_rank = 0;
+  b.events.push_back(std::move(e));
+  return b;
+}
+
+SourceConfig Config(int i) {
+  SourceConfig c;
+  c.name = "instance-" + std::to_string(i);
+  c.model = "m";
+  c.block_size = kBlockSize;
+  c.dp_rank = 0;
+  return c;
+}
+
+// ------------------------------------------------------------------ the baseline design
+// One std::unordered_map from (scope, prefix hash) to a vector of (instance, tier mask), and one
+// std::unordered_map engine hash -> prefix hash per instance: what a straightforward port of the
+// upstream conductor's maps would look like, with the same hashing and the same walk.
+class Baseline {
+ public:
+  void Apply(int inst, const BlockStored& e) {
+    std::optional<PrefixHash> prev;
+    std::vector<PrefixHash> hashes;
+    AppendPrefixHashes(e.token_ids, kBlockSize, prev, kDefaultHashSeed, hashes);
+    auto& engine = engine_[inst];
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      auto& holders = blocks_[hashes[i].value];
+      bool found = false;
+      for (auto& [h, tiers] : holders) {
+        if (h == inst) {
+          tiers |= 1;
+          found = true;
+        }
+      }
+      if (!found) holders.emplace_back(inst, 1);
+      engine[e.block_hashes[i].value] = hashes[i].value;
+    }
+  }
+  void Remove(int inst, const BlockRemoved& e) {
+    auto& engine = engine_[inst];
+    for (const EngineHash& h : e.block_hashes) {
+      auto it = engine.find(h.value);
+      if (it == engine.end()) continue;
+      auto b = blocks_.find(it->second);
+      if (b != blocks_.end()) {
+        std::erase_if(b->second, [&](const auto& p) { return p.first == inst; });
+        if (b->second.empty()) blocks_.erase(b);
+      }
+      engine.erase(it);
+    }
+  }
+  // Longest match per instance, in blocks.
+  void Match(std::span<const PrefixHash> hashes, std::vector<uint64_t>& matched) const {
+    matched.assign(kInstances, 0);
+    int alive = kInstances;
+    for (size_t d = 0; d < hashes.size() && alive > 0; ++d) {
+      auto it = blocks_.find(hashes[d].value);
+      if (it == blocks_.end()) break;
+      for (const auto& [h, tiers] : it->second) {
+        if (matched[h] == d) matched[h] = d + 1;
+      }
+      alive = 0;
+      for (uint64_t m : matched) alive += m == d + 1;
+    }
+  }
+
+ private:
+  std::unordered_map<uint64_t, std::vector<std::pair<int, uint16_t>>> blocks_;
+  std::unordered_map<int, std::unordered_map<uint64_t, uint64_t>> engine_;
+};
+
+// ------------------------------------------------------------------ fixtures
+struct Workload {
+  std::vector<Chain> chains;  // chains[i] belongs to instance i % kInstances
+};
+
+constexpr int kApplyRing = 2048;
+constexpr int kApplyResident = 1024;
+
+const Workload& ApplyWorkload() {
+  static const Workload w = [] {
+    Workload x;
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < kApplyRing; ++i) x.chains.push_back(MakeChain(rng, i % kSharedPrompts));
+    return x;
+  }();
+  return w;
+}
+
+EventBatch RemovedBatch(const Chain& c) {
+  BlockRemoved e;
+  e.block_hashes = c.hashes;
+  e.tier = Tier::Gpu();
+  EventBatch b;
+  b.dp_rank = 0;
+  b.events.push_back(std::move(e));
+  return b;
+}
+
+constexpr int kMatchChainsPerInstance = 336;  // 64 x (32 + 336 x 96) = 2,066,432 presences
+
+struct MatchFixture {
+  Workload w;
+  std::unique_ptr<PrefixIndex> index;
+  std::unique_ptr<Baseline> baseline;
+  std::vector<std::vector<PrefixHash>> prefix;  // per chain
+};
+
+const MatchFixture& Fixture() {
+  static const MatchFixture* f = [] {
+    auto* x = new MatchFixture;
+    std::mt19937_64 rng(2);
+    x->index = std::make_unique<PrefixIndex>();
+    x->baseline = std::make_unique<Baseline>();
+    std::vector<SourceId> ids;
+    for (int i = 0; i < kInstances; ++i) ids.push_back(*x->index->AddSource(Config(i)));
+    for (int c = 0; c < kInstances * kMatchChainsPerInstance; ++c) {
+      x->w.chains.push_back(MakeChain(rng, c % kSharedPrompts));
+      const EventBatch b = StoredBatch(x->w.chains.back());
+      (void)x->index->Apply(ids[c % kInstances], b);
+      x->baseline->Apply(c % kInstances, std::get<BlockStored>(b.events[0]));
+    }
+    for (int c = 0; c < 1024; ++c) {
+      x->prefix.push_back(ChainPrefixHashes(x->w.chains[static_cast<size_t>(c) * 13 %
+                                                        x->w.chains.size()].tokens,
+                                            kBlockSize));
+    }
+    return x;
+  }();
+  return *f;
+}
+
+void ReportPercentiles(benchmark::State& state, std::vector<double>& ns) {
+  if (ns.empty()) return;
+  std::sort(ns.begin(), ns.end());
+  state.counters["p50_ns"] = ns[ns.size() / 2];
+  state.counters["p99_ns"] = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+}
+
+using Clock = std::chrono::steady_clock;
+
+// ------------------------------------------------------------------ apply
+void BM_PrefixIndex_Apply(benchmark::State& state) {
+  const Workload& w = ApplyWorkload();
+  std::vector<EventBatch> stores;
+  std::vector<EventBatch> removes;
+  for (const Chain& c : w.chains) {
+    stores.push_back(StoredBatch(c));
+    removes.push_back(RemovedBatch(c));
+  }
+  PrefixIndex index;
+  std::vector<SourceId> ids;
+  for (int i = 0; i < kInstances; ++i) ids.push_back(*index.AddSource(Config(i)));
+  for (int c = 0; c < kApplyResident; ++c) (void)index.Apply(ids[c % kInstances], stores[c]);
+  size_t step = 0;
+  for (auto _ : state) {
+    const size_t in = (step + kApplyResident) % kApplyRing;
+    const size_t out = step % kApplyRing;
+    auto a = index.Apply(ids[in % kInstances], stores[in]);
+    auto b = index.Apply(ids[out % kInstances], removes[out]);
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(b);
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kChainBlocks);
+  state.counters["presences"] = static_cast<double>(index.stats().presences);
+}
+BENCHMARK(BM_PrefixIndex_Apply);
+
+void BM_UnorderedMapBaseline_Apply(benchmark::State& state) {
+  const Workload& w = ApplyWorkload();
+  std::vector<EventBatch> stores;
+  std::vector<EventBatch> removes;
+  for (const Chain& c : w.chains) {
+    stores.push_back(StoredBatch(c));
+    removes.push_back(RemovedBatch(c));
+  }
+  Baseline baseline;
+  for (int c = 0; c < kApplyResident; ++c) {
+    baseline.Apply(c % kInstances, std::get<BlockStored>(stores[c].events[0]));
+  }
+  size_t step = 0;
+  for (auto _ : state) {
+    const size_t in = (step + kApplyResident) % kApplyRing;
+    const size_t out = step % kApplyRing;
+    baseline.Apply(static_cast<int>(in % kInstances), std::get<BlockStored>(stores[in].events[0]));
+    baseline.Remove(static_cast<int>(out % kInstances),
+                    std::get<BlockRemoved>(removes[out].events[0]));
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kChainBlocks);
+}
+BENCHMARK(BM_UnorderedMapBaseline_Apply);
+
+// ------------------------------------------------------------------ match
+MatchQuery Query() {
+  MatchQuery q;
+  q.model = "m";
+  return q;
+}
+
+void BM_PrefixIndex_Match(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  const MatchQuery q = Query();
+  std::vector<double> ns;
+  size_t i = 0;
+  for (auto _ : state) {
+    const auto& hashes = f.prefix[i++ % f.prefix.size()];
+    const auto t0 = Clock::now();
+    auto m = f.index->MatchPrefixHashes(q, std::span(hashes).first(state.range(0)));
+    benchmark::DoNotOptimize(m);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+  state.counters["presences"] = static_cast<double>(f.index->stats().presences);
+}
+BENCHMARK(BM_PrefixIndex_Match)->Arg(128);
+
+void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  std::vector<double> ns;
+  std::vector<uint64_t> matched;
+  size_t i = 0;
+  for (auto _ : state) {
+    const auto& hashes = f.prefix[i++ % f.prefix.size()];
+    const auto t0 = Clock::now();
+    f.baseline->Match(std::span(hashes).first(state.range(0)), matched);
+    benchmark::DoNotOptimize(matched.data());
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+}
+BENCHMARK(BM_UnorderedMapBaseline_Match)->Arg(128);
+
+void BM_PrefixIndex_MatchTokens(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  const MatchQuery q = Query();
+  std::vector<double> ns;
+  size_t i = 0;
+  for (auto _ : state) {
+    const auto& tokens = f.w.chains[(i++ % f.prefix.size()) * 13 % f.w.chains.size()].tokens;
+    const auto t0 = Clock::now();
+    auto m = f.index->MatchTokens(q, std::span(tokens).first(state.range(0)));
+    benchmark::DoNotOptimize(m);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+}
+BENCHMARK(BM_PrefixIndex_MatchTokens)->Arg(2048);
+
+void BM_UnorderedMapBaseline_MatchTokens(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  std::vector<double> ns;
+  std::vector<uint64_t> matched;
+  std::vector<PrefixHash> hashes;
+  size_t i = 0;
+  for (auto _ : state) {
+    const auto& tokens = f.w.chains[(i++ % f.prefix.size()) * 13 % f.w.chains.size()].tokens;
+    const auto t0 = Clock::now();
+    hashes.clear();
+    AppendPrefixHashes(std::span(tokens).first(state.range(0)), kBlockSize, std::nullopt,
+                       kDefaultHashSeed, hashes);
+    f.baseline->Match(hashes, matched);
+    benchmark::DoNotOptimize(matched.data());
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+}
+BENCHMARK(BM_UnorderedMapBaseline_MatchTokens)->Arg(2048);
+
+std::vector<TokenId> MissTokens() {
+  std::vector<TokenId> t(2048);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<TokenId>(200000 + i);
+  return t;
+}
+
+void BM_PrefixIndex_Miss(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  const MatchQuery q = Query();
+  const auto tokens = MissTokens();
+  std::vector<double> ns;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    auto m = f.index->MatchTokens(q, tokens);
+    benchmark::DoNotOptimize(m);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+}
+BENCHMARK(BM_PrefixIndex_Miss);
+
+void BM_UnorderedMapBaseline_Miss(benchmark::State& state) {
+  const MatchFixture& f = Fixture();
+  const auto tokens = MissTokens();
+  std::vector<double> ns;
+  std::vector<uint64_t> matched;
+  std::vector<PrefixHash> hashes;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    hashes.clear();
+    AppendPrefixHashes(tokens, kBlockSize, std::nullopt, kDefaultHashSeed, hashes);
+    f.baseline->Match(hashes, matched);
+    benchmark::DoNotOptimize(matched.data());
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+}
+BENCHMARK(BM_UnorderedMapBaseline_Miss);
+
+// ------------------------------------------------------------------ memory
+constexpr int kMemoryChainsPerInstance = 163;  // 64 x (32 + 163 x 96) = 1,003,520 presences
+
+size_t HeapInUse() { return mallinfo2().uordblks + mallinfo2().hblkhd; }
+
+void BM_PrefixIndex_Memory(benchmark::State& state) {
+  std::mt19937_64 rng(3);
+  std::vector<Chain> chains;
+  for (int c = 0; c < kInstances * kMemoryChainsPerInstance; ++c) {
+    chains.push_back(MakeChain(rng, c % kSharedPrompts));
+  }
+  for (auto _ : state) {
+    malloc_trim(0);
+    const size_t before = HeapInUse();
+    auto index = std::make_unique<PrefixIndex>();
+    std::vector<SourceId> ids;
+    for (int i = 0; i < kInstances; ++i) ids.push_back(*index->AddSource(Config(i)));
+    for (size_t c = 0; c < chains.size(); ++c) {
+      (void)index->Apply(ids[c % kInstances], StoredBatch(chains[c]));
+    }
+    const size_t after = HeapInUse();
+    const IndexStats s = index->stats();
+    state.counters["presences"] = static_cast<double>(s.presences);
+    state.counters["blocks"] = static_cast<double>(s.blocks);
+    state.counters["bytes_per_block"] =
+        static_cast<double>(after - before) / static_cast<double>(s.presences);
+    state.counters["stats_bytes_per_block"] =
+        static_cast<double>(s.bytes) / static_cast<double>(s.presences);
+  }
+}
+BENCHMARK(BM_PrefixIndex_Memory)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_UnorderedMapBaseline_Memory(benchmark::State& state) {
+  std::mt19937_64 rng(3);
+  std::vector<Chain> chains;
+  for (int c = 0; c < kInstances * kMemoryChainsPerInstance; ++c) {
+    chains.push_back(MakeChain(rng, c % kSharedPrompts));
+  }
+  for (auto _ : state) {
+    malloc_trim(0);
+    const size_t before = HeapInUse();
+    auto baseline = std::make_unique<Baseline>();
+    for (size_t c = 0; c < chains.size(); ++c) {
+      const EventBatch b = StoredBatch(chains[c]);
+      baseline->Apply(static_cast<int>(c % kInstances), std::get<BlockStored>(b.events[0]));
+    }
+    const size_t after = HeapInUse();
+    state.counters["bytes_per_block"] =
+        static_cast<double>(after - before) /
+        (static_cast<double>(kInstances) * (kSharedBlocks + kMemoryChainsPerInstance *
+                                                                (kChainBlocks - kSharedBlocks)));
+  }
+}
+BENCHMARK(BM_UnorderedMapBaseline_Memory)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
