@@ -142,6 +142,11 @@ class SourceSequencer {
       horizon_ = std::max(horizon_, seq);
       sink.Apply(seq, std::move(*item));
       ++counters_.applied;
+      // Live batches held meanwhile that the ring also holds are applied from the ring instead.
+      while (!held_.empty() && held_.begin()->first <= seq) {
+        held_.erase(held_.begin());
+        ++counters_.duplicates;
+      }
       Drain(sink);
       return;
     }
@@ -183,7 +188,7 @@ class SourceSequencer {
     hole_open_ = false;
     if (!initialized_) {
       // A backfill that ended (empty ring) or was given up on (no reply): the first held live
-      // batch sets the watermark, as a first live batch would have.
+      // batch sets the watermark, as a first live batch would have; holes behind it are gaps.
       if (!backfilling_) return;
       backfilling_ = false;
       if (held_.empty()) return;
@@ -194,6 +199,10 @@ class SourceSequencer {
       ++counters_.applied;
       held_.erase(first);
       Drain(sink);
+      // Holes among the held batches may be in the ring by now (published after it was read):
+      // ask for them like any gap.
+      if (!held_.empty()) OpenHole(sink);
+      return;
     }
     while (!held_.empty()) {
       auto first = held_.begin();
