@@ -123,6 +123,21 @@ class Baseline {
       engine.erase(it);
     }
   }
+  // The same answer shape as PrefixIndex (one InstanceMatch per instance, zeros included), so the
+  // comparison includes building the result.
+  PrefixMatch MatchResult(std::span<const PrefixHash> hashes, std::vector<uint64_t>& matched) const {
+    Match(hashes, matched);
+    PrefixMatch out;
+    for (int i = 0; i < kInstances; ++i) {
+      InstanceMatch& m = out.instances.emplace_back();
+      m.instance = names_[static_cast<size_t>(i)];
+      m.block_size = kBlockSize;
+      m.longest_matched = matched[static_cast<size_t>(i)] * kBlockSize;
+      m.gpu = m.longest_matched;
+      m.dp.push_back({0, m.longest_matched});
+    }
+    return out;
+  }
   // Longest match per instance, in blocks.
   void Match(std::span<const PrefixHash> hashes, std::vector<uint64_t>& matched) const {
     matched.assign(kInstances, 0);
@@ -139,6 +154,11 @@ class Baseline {
   }
 
  private:
+  std::vector<std::string> names_ = [] {
+    std::vector<std::string> n;
+    for (int i = 0; i < kInstances; ++i) n.push_back("instance-" + std::to_string(i));
+    return n;
+  }();
   std::unordered_map<uint64_t, std::vector<std::pair<int, uint16_t>>> blocks_;
   std::unordered_map<int, std::unordered_map<uint64_t, uint64_t>> engine_;
 };
@@ -299,8 +319,8 @@ void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   for (auto _ : state) {
     const auto& hashes = f.prefix[i++ % f.prefix.size()];
     const auto t0 = Clock::now();
-    f.baseline->Match(std::span(hashes).first(state.range(0)), matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(std::span(hashes).first(state.range(0)), matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());
@@ -337,8 +357,8 @@ void BM_UnorderedMapBaseline_MatchTokens(benchmark::State& state) {
     hashes.clear();
     AppendPrefixHashes(std::span(tokens).first(state.range(0)), kBlockSize, std::nullopt,
                        kDefaultHashSeed, hashes);
-    f.baseline->Match(hashes, matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(hashes, matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());
@@ -378,8 +398,8 @@ void BM_UnorderedMapBaseline_Miss(benchmark::State& state) {
     const auto t0 = Clock::now();
     hashes.clear();
     AppendPrefixHashes(tokens, kBlockSize, std::nullopt, kDefaultHashSeed, hashes);
-    f.baseline->Match(hashes, matched);
-    benchmark::DoNotOptimize(matched.data());
+    auto m = f.baseline->MatchResult(hashes, matched);
+    benchmark::DoNotOptimize(m);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
   }
   state.SetItemsProcessed(state.iterations());

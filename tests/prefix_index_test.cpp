@@ -419,7 +419,7 @@ TEST_SUITE("prefix_index") {
     CHECK(evicted == 19990);
     CHECK(s.evictions == 19990);
     CHECK(s.blocks == 10);
-    // Entries of evicted blocks are swept in batches of at most max(4096, blocks / 4).
+    // Entries of evicted blocks are swept in batches of at most max(4096, blocks / 2).
     CHECK(s.engine_hashes <= 10 + 4096);
   }
 

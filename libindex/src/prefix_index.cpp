@@ -206,6 +206,7 @@ struct PrefixIndex::Impl {
   std::vector<uint32_t> sorted_instances;  // by name
   std::vector<Source> sources;
   std::vector<Holder> holders;
+  std::vector<uint16_t> serving_holders;  // holders of sources with `serves=`
   std::unordered_map<Scope, uint32_t> scope_ids;
   std::vector<Scope> scopes;
   std::vector<uint32_t> scope_tm;  // scope -> its (tenant, model) id
@@ -332,6 +333,7 @@ struct PrefixIndex::Impl {
     holder.has_rank = rank.has_value();
     holder.rank = rank.value_or(0);
     holders.push_back(holder);
+    if (!src.config.serves.empty()) serving_holders.push_back(h);
     src.holders.emplace_back(rank, h);
     Instance& inst = *instances[src.inst];
     inst.holders.push_back(h);
@@ -404,10 +406,10 @@ struct PrefixIndex::Impl {
   }
 
   // Makes deferred records reusable once no engine map points at them. Amortised O(1) per free:
-  // the sweep visits every engine entry but runs only after max(4096, live/4) frees. The scan is
+  // the sweep visits every engine entry but runs only after max(4096, live/2) frees. The scan is
   // a read (the writer may read without the lock); erasing is chunked under the lock.
   void MaybeRecycle() {
-    if (deferred.size() < std::max<uint64_t>(4096, live_blocks / 4)) return;
+    if (deferred.size() < std::max<uint64_t>(4096, live_blocks / 2)) return;
     WUnlock();
     std::vector<std::pair<uint32_t, uint64_t>> dead;
     for (uint32_t ii = 0; ii < instances.size(); ++ii) {
@@ -838,7 +840,9 @@ struct PrefixIndex::Impl {
         }
       }
       const EngineHash& h = hashes[k];
-      const uint32_t idx = EngineLookup(inst, h.value);
+      const size_t pos = inst.engine.Find(Mix64(h.value), EngineMatch(h.value));
+      uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
+      if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
       if (idx == kNone) {
         if (inst.partials.erase(h.value) == 0) {
           ++r.unmapped;  // B48: an unknown hash creates nothing
@@ -850,7 +854,8 @@ struct PrefixIndex::Impl {
       bool freed = false;
       r.removed += RemovePresence(idx, static_cast<uint16_t>(holder),
                                   static_cast<uint16_t>(1u << t), &freed);
-      if (freed || !InstanceHolds(block(idx), ii)) EngineErase(inst, h.value);
+      // Only the block table changed since the lookup, so `pos` is still the entry.
+      if (freed || !InstanceHolds(block(idx), ii)) inst.engine.EraseAt(pos);
       Tick();
     }
     MaybeRecycle();
@@ -957,6 +962,7 @@ struct PrefixIndex::Impl {
     std::vector<uint32_t> group;
     std::vector<PrefixHash> hashes;
     std::vector<uint32_t> resolved;
+    std::vector<uint8_t> done;
   };
 
   // Walks `n` blocks for the members in `group` (indices into scratch.members); resolve(d) gives
@@ -971,7 +977,7 @@ struct PrefixIndex::Impl {
     }
     // Stores serving members of this group.
     bool any_serving = false;
-    for (uint32_t h = 0; h < holders.size(); ++h) {
+    for (uint16_t h : serving_holders) {
       sc.serves[h].clear();
       const Source& src = sources[holders[h].source];
       if (src.config.serves.empty()) continue;
@@ -1098,7 +1104,8 @@ struct PrefixIndex::Impl {
     sc.holder_depth.assign(holders.size(), 0);
     if (sc.serves.size() < holders.size()) sc.serves.resize(holders.size());
 
-    std::vector<bool> done(sc.members.size(), false);
+    std::vector<uint8_t>& done = sc.done;
+    done.assign(sc.members.size(), 0);
     for (size_t i = 0; i < sc.members.size(); ++i) {
       if (done[i] || sc.members[i].scope == kNone) continue;
       // A group shares the scope (and, for tokens, the seed): one walk answers all of them.
@@ -1108,7 +1115,7 @@ struct PrefixIndex::Impl {
         if (mode == Mode::kTokens && sc.members[j].seed != sc.members[i].seed) continue;
         if (mode == Mode::kEngine && j != i) continue;  // engine hashes are per instance
         sc.group.push_back(static_cast<uint32_t>(j));
-        done[j] = true;
+        done[j] = 1;
       }
       const Member& lead = sc.members[i];
       const uint32_t scope = lead.scope;
@@ -1161,7 +1168,7 @@ struct PrefixIndex::Impl {
     out.instances.reserve(sc.members.size());
     for (const Member& x : sc.members) {
       const Instance& inst = *instances[x.inst];
-      InstanceMatch im;
+      InstanceMatch& im = out.instances.emplace_back();
       im.instance = inst.name;
       im.block_size = x.block_size;
       const uint64_t bs = x.block_size;
@@ -1184,7 +1191,6 @@ struct PrefixIndex::Impl {
           im.dp.push_back({rank, depth * bs});
         }
       }
-      out.instances.push_back(std::move(im));
     }
     return out;
   }
