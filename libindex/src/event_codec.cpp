@@ -178,7 +178,8 @@ struct ExtraItem {
 };
 struct ExtraKeys {
   bool present = false;
-  std::vector<std::vector<ExtraItem>> blocks;
+  // (block index, items) for the blocks that carry keys; nil and empty entries take no memory.
+  std::vector<std::pair<uint32_t, std::vector<ExtraItem>>> blocks;
 };
 
 // Every field a map event (vLLM, SGLang or RFC) may carry.
@@ -350,7 +351,9 @@ class Decoder {
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* p = r_.position();
-      if (*p == 0xcf && r_.remaining() >= 9) {  // the common vLLM form: uint64
+      // (ReadArray's count check holds at the header only: wide elements may have used the
+      // bytes since, so every element checks that it is there.)
+      if (r_.remaining() >= 9 && *p == 0xcf) {  // the common vLLM form: uint64
         out.push_back(EngineHash{Reader::Be64(p + 1)});
         r_.set_position(p + 9);
         continue;
@@ -378,11 +381,14 @@ class Decoder {
     out.clear();
     out.resize(n);
     TokenId* dst = out.data();
-    // The hot loop of every decode: local pointers, the common widths first. ReadArray
-    // guaranteed at least one byte per remaining element, so *p is always readable.
+    // The hot loop of every decode: local pointers, the common widths first.
     const uint8_t* p = r_.position();
     const uint8_t* const end = p + r_.remaining();
     for (uint32_t i = 0; i < n; ++i) {
+      if (p >= end) {
+        r_.set_position(p);
+        return TypeFail(field, "int token id");
+      }
       const uint8_t b = *p;
       if (b < 0x80) {
         dst[i] = b;
@@ -612,16 +618,16 @@ class Decoder {
     uint32_t n;
     if (!r_.ReadArray(n)) return TypeFail("extra_keys", "array or nil");
     extra.present = true;
-    extra.blocks.resize(n);
     for (uint32_t b = 0; b < n; ++b) {
-      auto& items = extra.blocks[b];
       const Type t = r_.PeekType();
       if (t == Type::kNil) {
         r_.TryNil();
         continue;
       }
+      std::vector<ExtraItem> items;
       if (t == Type::kMap) {
         if (!ReadTypedExtraItem(items, true)) return false;
+        if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
         continue;
       }
       uint32_t m;
@@ -654,6 +660,7 @@ class Decoder {
           return false;
         }
       }
+      if (!items.empty()) extra.blocks.emplace_back(b, std::move(items));
     }
     return true;
   }
@@ -664,8 +671,8 @@ class Decoder {
     std::optional<std::string> salt;
     bool any_mm = false;
     std::vector<std::vector<MultimodalKey>> mm(ev.block_hashes.size());
-    for (size_t b = 0; b < extra.blocks.size(); ++b) {
-      for (ExtraItem& item : extra.blocks[b]) {
+    for (auto& [b, items] : extra.blocks) {
+      for (ExtraItem& item : items) {
         switch (item.kind) {
           case ExtraItem::Kind::kStr:
             // A tuple starts with the LoRA name when the request has one; any other string is

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kvindex/event_codec.h"
@@ -65,7 +67,11 @@ void Check(std::span<const std::byte> bytes, kvindex::FormatHint hint) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  // An exact-size copy, so that AddressSanitizer sees a read one byte past the payload (the
+  // mutation driver's buffers have spare capacity).
+  std::unique_ptr<std::byte[]> copy(new std::byte[size == 0 ? 1 : size]);
+  if (size != 0) std::memcpy(copy.get(), data, size);
+  const std::span<const std::byte> bytes(copy.get(), size);
   g_input = bytes;
   Check(bytes, kvindex::FormatHint::kAuto);
   Check(bytes, kvindex::FormatHint::kSglang);

@@ -62,6 +62,12 @@ inline constexpr size_t kMaxTokensPerEvent = size_t{16} << 20;  // 16 M (16,777,
 // EventBatch::errors with its index and the other events are kept. Messages name the event, the
 // byte offset and the field, e.g. "event 3 (byte 812): token_ids: expected array, got str".
 //
+// EventError::index is the event's position in the payload's events array. A Mooncake seed
+// BlockStoreEvent decodes into two events: a BlockStored (wire.object_key = its key) followed by
+// the StoreUpdate of its replicas. A batch holds one publisher family (vLLM/SGLang, Mooncake RFC,
+// Mooncake seed; clears are neutral): an event of another family than the first fails alone with
+// kUnsupported.
+//
 // `detected`, when given, receives the format whose encoder reproduces this batch (the era of
 // the message, narrowed by `hint`); for an envelope failure it is left unchanged.
 // `payload` is only borrowed for the call.
