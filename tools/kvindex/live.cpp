@@ -173,6 +173,8 @@ nlohmann::json SummaryJson(const SubscriberStatus& status, double elapsed_s) {
   nlohmann::json out = {{"elapsed_s", elapsed_s},
                         {"sources", sources},
                         {"total", SourceJson(status.Total())}};
+  out["first_message_ns"] = status.first_message_ns;
+  out["last_message_ns"] = status.last_message_ns;
   out["total"].erase("name");
   out["total"].erase("endpoint");
   if (status.records_written != 0) {

@@ -114,6 +114,8 @@ struct Subscriber::Impl : IngestObserver {
   LogRateLimiter malformed_log{std::chrono::seconds(1)};
   LogRateLimiter gap_log{std::chrono::seconds(1)};
   uint64_t live_messages = 0;
+  int64_t first_message_ns = 0;
+  int64_t last_message_ns = 0;
 
   Impl(PrefixIndex* index_in, CaptureWriter* recorder_in, SubscriberOptions options_in)
       : index(index_in),
@@ -338,6 +340,8 @@ struct Subscriber::Impl : IngestObserver {
       ++s.status.messages;
       s.status.bytes += bytes;
       ++live_messages;
+      if (first_message_ns == 0) first_message_ns = now;
+      last_message_ns = now;
       RecordFrames(CaptureRecordType::kMessage, s, now);
       ingestor.OnMessage(s.id, frames, now);
       FlushRequests();
@@ -380,6 +384,8 @@ struct Subscriber::Impl : IngestObserver {
     SubscriberStatus snapshot;
     snapshot.running = running;
     snapshot.messages = live_messages;
+    snapshot.first_message_ns = first_message_ns;
+    snapshot.last_message_ns = last_message_ns;
     if (recorder != nullptr) {
       snapshot.records_written = recorder->records_written();
       snapshot.bytes_written = recorder->bytes_written();

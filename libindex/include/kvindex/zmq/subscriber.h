@@ -68,6 +68,9 @@ struct SubscriberSourceStatus {
 struct SubscriberStatus {
   std::vector<SubscriberSourceStatus> sources;
   uint64_t messages = 0;  // live messages, all sources
+  // Receive times (realtime ns) of the first and the latest live message (0: none yet).
+  int64_t first_message_ns = 0;
+  int64_t last_message_ns = 0;
   uint64_t records_written = 0;
   uint64_t bytes_written = 0;
   bool running = false;
