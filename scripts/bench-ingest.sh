@@ -3,13 +3,16 @@
 # the same with `subscribe --record`. Prints blocks/s, batches/s, gaps recovered, batches lost and
 # CPU seconds per process; writes bench/results/ingest-<short commit>.json.
 #
-# Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE]   (SCALE divides the sizes, for a smoke run)
+# Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE] [REPS]
+#   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).
 # Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
-# 1,000,000 batches. Rates are over the subscriber's first-to-last received message.
+# 1,000,000 batches. Rates are over the subscriber's first-to-last received message; blocks are
+# applied events (each event stores one block: --prompt-blocks 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 SCALE=${2:-1}
+REPS=${3:-3}
 KVINDEX=$BUILD/tools/kvindex/kvindex
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 commit=$(git rev-parse --short=12 HEAD)
@@ -62,8 +65,8 @@ span = max(1, s["last_message_ns"] - s["first_message_ns"]) / 1e9
 u, st = map(float, open(pubt).read().split()[-2:])
 print(json.dumps({"name": name, "events_per_batch": int(epb), "batches_sent": int(count),
     "record": record == "1", "applied": t["applied"], "events": t["events"],
-    "blocks": t["stored"], "span_s": span, "batches_per_s": t["applied"] / span,
-    "blocks_per_s": t["stored"] / span, "gaps": t["gaps"], "recovered": t["recovered"],
+    "blocks": t["events"], "span_s": span, "batches_per_s": t["applied"] / span,
+    "blocks_per_s": t["events"] / span, "gaps": t["gaps"], "recovered": t["recovered"],
     "lost": t["lost"], "malformed": t["malformed"], "subscriber_cpu_s": float(sub_cpu),
     "publisher_cpu_s": u + st, "publisher": p}))
 PYEOF
@@ -71,7 +74,7 @@ PYEOF
 
 b50=$((200000 / SCALE))
 b1=$((1000000 / SCALE))
-for rep in 1 2 3; do
+for rep in $(seq 1 "$REPS"); do
   run_one "50ev-r$rep" 50 "$b50" 0
   run_one "50ev-rec-r$rep" 50 "$b50" 1
   run_one "1ev-r$rep" 1 "$b1" 0
