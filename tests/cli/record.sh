@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `kvindex record`: every flag and error path, against the independent Python publisher.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.sh"
+. "$(dirname "$0")/live_lib.bash"
 
 # Usage errors (exit 2, one line + the --help hint).
 run "$KVINDEX" record --source a=vllm@tcp://127.0.0.1:1

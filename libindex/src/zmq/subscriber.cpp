@@ -394,7 +394,8 @@ struct Subscriber::Impl : IngestObserver {
       if (!s) continue;
       SubscriberSourceStatus st = s->status;
       st.ingest = ingestor.counters(s->id);
-      st.backfilling = ingestor.waiting(s->id) && !st.ingest.sequence.applied;
+      st.waiting = ingestor.waiting(s->id);
+      st.backfilling = st.waiting && !st.ingest.sequence.applied;
       snapshot.sources.push_back(std::move(st));
     }
     std::lock_guard lock(status_mutex);

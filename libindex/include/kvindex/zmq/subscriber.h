@@ -63,6 +63,7 @@ struct SubscriberSourceStatus {
   uint64_t unsupported = 0;      // payloads of an unsupported format/era (also in malformed)
   uint64_t unrecorded = 0;       // messages the capture refused (larger than a record may be)
   bool backfilling = false;
+  bool waiting = false;  // sequences are missing (a hole is open or a replay outstanding)
 };
 
 struct SubscriberStatus {

@@ -1,4 +1,4 @@
-# Helpers for the live-path CLI tests (record.sh, subscribe.sh): an independent Python publisher
+# Helpers for the live-path CLI tests (record.sh, subscribe.sh; not a .sh, so not a test itself): an independent Python publisher
 # (tests/data/py_publisher.py) on loopback ports it picks itself. Sourced after lib.sh.
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 PUBLISHER=$KVINDEX_SOURCE_DIR/tests/data/py_publisher.py
