@@ -244,6 +244,31 @@ TEST_CASE("Backfill: live batches held while the ring is replayed are not applie
   CHECK_FALSE(s.waiting());
 }
 
+TEST_CASE("A replay that ends before a later hole asks again instead of losing it") {
+  // Regression: the ring was read before batch 6 was dropped; the end marker then counted 6 lost
+  // although the publisher still held it.
+  Seq s;
+  Log log;
+  s.OnLive(1, Good(1), log);
+  s.OnLive(3, Good(3), log);  // 2 missing
+  s.OnReplayed(2, Good(2), log);
+  s.OnLive(4, Good(4), log);
+  s.OnLive(5, Good(5), log);
+  s.OnLive(7, Good(7), log);  // 6 missing; the outstanding replay's ring ended at 5
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "a1 r2 a2 a3 a4 a5 r6");
+  CHECK(s.counters().lost == 0);
+  s.OnReplayed(6, Good(6), log);
+  s.OnReplayed(7, Good(7), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "a6 a7");
+  CHECK(s.counters().lost == 0);
+  // A reply that recovers nothing gives up.
+  s.OnLive(9, Good(9), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "r8 l8+1 a9");
+}
+
 TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
   // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
   // holding every live batch and applying none.

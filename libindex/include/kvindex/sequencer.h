@@ -169,14 +169,24 @@ class SourceSequencer {
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
     ApplyNext(seq, std::move(*item), sink);
     ++counters_.recovered;
+    replay_progress_ = true;
     Drain(sink);
     MaybeCloseHole();
   }
 
   // The replay's end marker: whatever is still missing will not come.
+  // A reply that recovered batches but ended before a hole further on (the ring was read before
+  // those batches were published) asks again from the next missing sequence; a reply that
+  // recovered nothing gives up.
   template <typename Sink>
   void OnReplayEnd(Sink& sink) {
     replay_outstanding_ = false;
+    const bool progress = replay_progress_;
+    replay_progress_ = false;
+    if (initialized_ && progress && (!held_.empty() || HorizonAhead())) {
+      RequestReplayFrom(NextSeq(), sink);
+      return;
+    }
     GiveUp(sink);
   }
 
@@ -270,6 +280,7 @@ class SourceSequencer {
   template <typename Sink>
   void RequestReplayFrom(uint64_t from, Sink& sink) {
     replay_outstanding_ = true;
+    replay_progress_ = false;
     ++counters_.replay_requests;
     sink.RequestReplay(from);
   }
@@ -309,6 +320,7 @@ class SourceSequencer {
   uint64_t watermark_ = 0;
   uint64_t horizon_ = 0;  // the highest sequence seen in this incarnation
   bool replay_outstanding_ = false;
+  bool replay_progress_ = false;  // the outstanding replay has recovered a batch
   bool hole_open_ = false;
   std::map<uint64_t, Item> held_;
   SequencerCounters counters_;
