@@ -26,6 +26,9 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome);
 // `replay`: request traces through the simulator (replay.cpp).
 void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
 void AddQueryCommand(CLI::App& app, CommandOutcome& outcome);
+// `record` and `subscribe`: the live path (record.cpp, subscribe.cpp, live.cpp).
+void AddRecordCommand(CLI::App& app, CommandOutcome& outcome);
+void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome);
 
 }  // namespace kvindex::cli
 

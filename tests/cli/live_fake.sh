@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# publish-fake (faults: drops, duplicates, corrupt copies) -> subscribe --record: every dropped or
+# corrupt batch is recovered from the replay ring, duplicates are ignored, nothing is lost.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/live_lib.bash"
+# Two consecutive free ports below the ephemeral range (checked by binding them).
+port=$("$PY" -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    try:
+        socks = []
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+')
+"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$((port + 1))" \
+  --record "$TMP/f.kvcap" --json "$TMP/f.json" --stats-interval 0 >"$TMP/sub.out" 2>"$TMP/sub.err" &
+sub=$!
+PIDS+=("$sub")
+run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$port" --replay-port "$((port + 1))" \
+  --count 200 --rate 2000 --drop-every 10 --duplicate-every 7 --corrupt-every 13 \
+  --wait-subscribers 1 --wait-timeout 20 --linger 2
+expect_status 0 "publish-fake"
+kill -TERM "$sub"
+wait "$sub"
+[ $? -eq 0 ] || fail "subscribe exit after SIGTERM"
+"$PY" -c '
+import json,re,sys
+t=json.load(open(sys.argv[1]))["total"]
+d,u,c=map(int,re.search(r"(\d+) dropped, (\d+) duplicated, (\d+) corrupted",open(sys.argv[2]).read()).groups())
+assert t["applied"]==200 and t["lost"]==0, t
+assert t["recovered"]==d+c and t["malformed"]==c, (t, d, c)   # each drop and corrupt copy replayed
+assert t["duplicates"]>=u, (t, u)
+' "$TMP/f.json" "$stderr_file" || fail "recovery counters"
+finish
