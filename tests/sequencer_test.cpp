@@ -208,6 +208,68 @@ TEST_CASE("Backfill of an empty ring starts at the first live batch") {
   CHECK(s.counters().lost == 0);
 }
 
+TEST_CASE("A replay that starts past held live batches applies them, losing only the missing") {
+  // Regression: the ring had moved past the hole and the held live batches 5 and 6; they were
+  // counted lost and stayed held below the watermark (a later give-up then underflowed).
+  Seq s;
+  Log log;
+  s.OnLive(1, Good(1), log);
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  CHECK(log.Take() == "a1 r2");
+  s.OnReplayed(8, Good(8), log);  // the ring now starts at 8
+  CHECK(log.Take() == "l2+3 a5 a6 l7+1 a8");
+  CHECK(s.counters().lost == 4);
+  CHECK(s.held() == 0);
+  s.OnReplayEnd(log);
+  CHECK(log.Take().empty());
+  CHECK(s.counters().lost == 4);
+}
+
+TEST_CASE("Backfill: live batches held while the ring is replayed are not applied twice") {
+  // Regression: live 0, 1 arrived before the ring's reply 0, 1, 2; they stayed held below the
+  // watermark and the end of the replay then counted a huge loss.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  s.OnLive(0, Good(0), log);
+  s.OnLive(1, Good(1), log);
+  s.OnLive(3, Good(3), log);
+  for (uint64_t i = 0; i <= 2; ++i) s.OnReplayed(i, Good(i), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 a0 a1 a2 a3");
+  CHECK(s.counters().lost == 0);
+  CHECK(s.counters().duplicates == 2);
+  CHECK(s.held() == 0);
+  CHECK_FALSE(s.waiting());
+}
+
+TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
+  // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
+  // holding every live batch and applying none.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  s.OnLive(8, Good(8), log);
+  CHECK(log.Take() == "r0");
+  s.GiveUp(log);
+  CHECK(log.Take() == "a5 a6 r7");  // the hole at 7 is a gap like any other
+  CHECK(s.counters().gaps == 1);
+  s.GiveUp(log);  // that replay times out too
+  CHECK(log.Take() == "l7+1 a8");
+  CHECK_FALSE(s.waiting());
+  s.OnLive(9, Good(9), log);
+  CHECK(log.Take() == "a9");
+  // A give-up with nothing held: the next live batch starts the stream.
+  Seq t;
+  t.StartBackfill(log);
+  t.GiveUp(log);
+  t.OnLive(3, Good(3), log);
+  CHECK(log.Take() == "r0 a3");
+}
+
 TEST_CASE("Too many held batches give up on the hole (bounded memory)") {
   SequencerOptions options;
   options.max_held = 3;

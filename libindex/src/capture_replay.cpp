@@ -32,6 +32,12 @@ Status CaptureReplayer::Apply(const CaptureRecord& record) {
   }
   if (record.type == CaptureRecordType::kNote) {
     ++stats_.notes;
+    // The live subscriber asked this source for its ring before any live batch: so does the
+    // replay, or the backfilled batches would read as late replies (docs/capture-format.md).
+    if (record.text() == "backfill") {
+      const auto it = sources_.find(record.source.value);
+      if (it != sources_.end()) ingestor_.StartBackfill(it->second.first);
+    }
     return Status::Ok();
   }
   const auto it = sources_.find(record.source.value);

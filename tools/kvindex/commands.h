@@ -21,6 +21,11 @@ struct CommandOutcome {
 
 // Registration functions, one per subcommand file, are declared here as they arrive, e.g.
 //   void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);
+void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome);
+
+// `record` and `subscribe`: the live path (record.cpp, subscribe.cpp, live.cpp).
+void AddRecordCommand(CLI::App& app, CommandOutcome& outcome);
+void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome);
 
 // `replay`: request traces through the simulator (replay.cpp).
 void AddReplayCommand(CLI::App& app, CommandOutcome& outcome);

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   // kvindex::cli::Add<Name>Command(app, outcome) for each working subcommand.
   kvindex::cli::AddReplayCommand(app, outcome);
   kvindex::cli::AddQueryCommand(app, outcome);
+  kvindex::cli::AddRecordCommand(app, outcome);
+  kvindex::cli::AddSubscribeCommand(app, outcome);
+  kvindex::cli::AddPublishFakeCommand(app, outcome);
 
   try {
     app.parse(argc, argv);

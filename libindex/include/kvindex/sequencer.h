@@ -142,6 +142,11 @@ class SourceSequencer {
       horizon_ = std::max(horizon_, seq);
       sink.Apply(seq, std::move(*item));
       ++counters_.applied;
+      // Live batches held meanwhile that the ring also holds are applied from the ring instead.
+      while (!held_.empty() && held_.begin()->first <= seq) {
+        held_.erase(held_.begin());
+        ++counters_.duplicates;
+      }
       Drain(sink);
       return;
     }
@@ -151,9 +156,15 @@ class SourceSequencer {
     }
     horizon_ = std::max(horizon_, seq);
     if (!IsNext(seq)) {
-      // The publisher no longer holds the batches before `seq`: they are lost.
-      const uint64_t first = NextSeq();
-      Lose(first, seq - first, sink);
+      // The publisher no longer holds the batches before `seq`: those held (received live) are
+      // applied in order, the others are lost.
+      while (!held_.empty() && held_.begin()->first < seq) {
+        auto first = held_.begin();
+        if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
+        ApplyNext(first->first, std::move(first->second), sink);
+        held_.erase(first);
+      }
+      if (!IsNext(seq)) Lose(NextSeq(), seq - NextSeq(), sink);
     }
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
     ApplyNext(seq, std::move(*item), sink);
@@ -166,18 +177,6 @@ class SourceSequencer {
   template <typename Sink>
   void OnReplayEnd(Sink& sink) {
     replay_outstanding_ = false;
-    if (!initialized_) {
-      // Backfill of an empty ring: the first held live batch sets the watermark.
-      backfilling_ = false;
-      if (held_.empty()) return;
-      initialized_ = true;
-      auto first = held_.begin();
-      SetWatermark(first->first);
-      sink.Apply(first->first, std::move(first->second));
-      ++counters_.applied;
-      held_.erase(first);
-      Drain(sink);
-    }
     GiveUp(sink);
   }
 
@@ -187,7 +186,24 @@ class SourceSequencer {
   void GiveUp(Sink& sink) {
     replay_outstanding_ = false;
     hole_open_ = false;
-    if (!initialized_) return;
+    if (!initialized_) {
+      // A backfill that ended (empty ring) or was given up on (no reply): the first held live
+      // batch sets the watermark, as a first live batch would have; holes behind it are gaps.
+      if (!backfilling_) return;
+      backfilling_ = false;
+      if (held_.empty()) return;
+      initialized_ = true;
+      auto first = held_.begin();
+      SetWatermark(first->first);
+      sink.Apply(first->first, std::move(first->second));
+      ++counters_.applied;
+      held_.erase(first);
+      Drain(sink);
+      // Holes among the held batches may be in the ring by now (published after it was read):
+      // ask for them like any gap.
+      if (!held_.empty()) OpenHole(sink);
+      return;
+    }
     while (!held_.empty()) {
       auto first = held_.begin();
       if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);

@@ -1,0 +1,124 @@
+// Subscriber: the live path. Many sources on ONE I/O thread: a SUB socket per source (connect, or
+// bind with `bind`) and, when the source has a replay endpoint, a DEALER for the replay protocol
+// (SPEC §2). Every message goes through an Ingestor (frame checks, decode, sequence rules, the
+// index); replay requests the sequence rules make are sent on the DEALER and replies are read at
+// once; a replay that stays silent for `replay_timeout` is given up on (a `timeout` record is
+// written first when recording, then Ingestor::GiveUp), and the DEALER is re-created so late
+// replies cannot be mistaken for the next request's. With a replay endpoint, each source first
+// backfills from the publisher's ring. Optionally every live message, replay reply and observation
+// is recorded to a CaptureWriter (each record reaches the kernel before the next poll cycle).
+//
+// A bad message never stops the subscriber: it is counted, logged (rate-limited) and skipped,
+// unless `strict` is set (then the first one ends Run() with its Status).
+//
+// Concurrency (the index's model, docs/architecture.md): the I/O thread running Run() is the
+// index's single writer. Other threads may, at any time: query the PrefixIndex directly (it takes
+// readers concurrently with its writer), read counters through status() (a snapshot refreshed by
+// the I/O thread at least every `status_interval`), hand writer work to the I/O thread with
+// Submit() (e.g. HTTP /unregister), and end the run with Stop() (async-signal-safe).
+//
+// This header names no ZeroMQ type; the implementation uses libzmq through cppzmq.
+#ifndef KVINDEX_ZMQ_SUBSCRIBER_H_
+#define KVINDEX_ZMQ_SUBSCRIBER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvindex/capture.h"
+#include "kvindex/ingest.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/sequencer.h"
+#include "kvindex/source.h"
+#include "kvindex/status.h"
+
+namespace kvindex {
+
+struct SubscriberOptions {
+  int receive_hwm = 100'000;  // ZMQ_RCVHWM of every SUB (and DEALER)
+  std::chrono::milliseconds replay_timeout{2000};
+  std::chrono::milliseconds reconnect_interval{100};       // ZMQ_RECONNECT_IVL
+  std::chrono::milliseconds reconnect_interval_max{5000};  // ZMQ_RECONNECT_IVL_MAX (backoff)
+  bool backfill = true;   // ask each source with a replay endpoint for its ring at start
+  bool strict = false;    // the first bad message ends Run() with its Status
+  uint64_t max_messages = 0;  // stop after this many live messages (all sources); 0 = no limit
+  std::chrono::milliseconds status_interval{100};  // how often status() is refreshed
+  SequencerOptions sequencer;
+};
+
+// Counters of one source: the ingestor's plus the transport's.
+struct SubscriberSourceStatus {
+  std::string name;  // SourceDisplayName()
+  std::string endpoint;
+  SourceCounters ingest;
+  uint64_t messages = 0;         // live messages received (any shape)
+  uint64_t bytes = 0;            // bytes of live messages (all frames)
+  uint64_t replay_messages = 0;  // messages received on the DEALER
+  uint64_t replay_timeouts = 0;  // replays given up on (timeout, or no replay endpoint)
+  uint64_t replay_send_failures = 0;
+  uint64_t dealers_recreated = 0;
+  uint64_t unsupported = 0;      // payloads of an unsupported format/era (also in malformed)
+  uint64_t unrecorded = 0;       // messages the capture refused (larger than a record may be)
+  bool backfilling = false;
+};
+
+struct SubscriberStatus {
+  std::vector<SubscriberSourceStatus> sources;
+  uint64_t messages = 0;  // live messages, all sources
+  // Receive times (realtime ns) of the first and the latest live message (0: none yet).
+  int64_t first_message_ns = 0;
+  int64_t last_message_ns = 0;
+  uint64_t records_written = 0;
+  uint64_t bytes_written = 0;
+  bool running = false;
+  // Sums over sources.
+  SubscriberSourceStatus Total() const;
+};
+
+class Subscriber {
+ public:
+  // `index` may be null (record); `recorder` may be null (no recording). Both must outlive the
+  // subscriber. No socket is opened yet.
+  static Result<std::unique_ptr<Subscriber>> Create(PrefixIndex* index, CaptureWriter* recorder,
+                                                    SubscriberOptions options = {});
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // Applies captures (`--warm-from`) through the subscriber's ingestor before any source is
+  // added: a source added later whose definition equals one in the captures continues it (same
+  // sequence state, so a gap since the capture ended is replayed). Call before AddSource().
+  Status WarmFrom(const std::vector<std::string>& capture_paths);
+
+  // Defines a source and opens its sockets. kInvalidArgument for an endpoint ZeroMQ rejects,
+  // kUnavailable when it cannot be bound. Call before Run().
+  Status AddSource(const SourceConfig& config);
+
+  // The I/O loop, on the calling thread, until Stop(), max_messages, or a fatal error (strict
+  // mode's first bad message; a capture write failure). Returns Ok on a clean stop.
+  Status Run();
+
+  // Ends Run() soon. Any thread; async-signal-safe.
+  void Stop();
+
+  // Runs `task` on the I/O thread (the index's writer) during Run(), between messages.
+  void Submit(std::function<void(Ingestor&)> task);
+
+  // A snapshot of the counters. Any thread.
+  SubscriberStatus status() const;
+
+  // The ingestor (I/O thread only, or before/after Run()).
+  Ingestor& ingestor();
+
+ private:
+  struct Impl;
+  explicit Subscriber(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_ZMQ_SUBSCRIBER_H_

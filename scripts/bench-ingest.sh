@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# ZMQ ingest on loopback (SPEC §8): `publish-fake --blast` -> `kvindex subscribe` (live index), and
+# the same with `subscribe --record`. Prints blocks/s, batches/s, gaps recovered, batches lost and
+# CPU seconds per process; writes bench/results/ingest-<short commit>.json.
+#
+# Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE]   (SCALE divides the sizes, for a smoke run)
+# Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
+# 1,000,000 batches. Rates are over the subscriber's first-to-last received message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+SCALE=${2:-1}
+KVINDEX=$BUILD/tools/kvindex/kvindex
+PY=${KVINDEX_PYTHON:-/usr/bin/python3}
+commit=$(git rev-parse --short=12 HEAD)
+out=bench/results/ingest-$commit.json
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
+
+cpu_of() {  # utime + stime of a live process, seconds
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
+}
+
+run_one() {  # name events_per_batch batches record(0|1)
+  local name=$1 epb=$2 count=$3 record=$4
+  local port=$((30000 + RANDOM % 20000))
+  local rport=$((port + 1))
+  local rec_args=()
+  [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force)
+  "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
+    --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
+    >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
+  local sub=$!
+  pids+=("$sub")
+  /usr/bin/time -f "%U %S" -o "$tmp/$name-pub.time" \
+    "$KVINDEX" publish-fake --format vllm --blast --count "$count" --events-per-batch "$epb" \
+    --prompt-blocks 1 --prefix-blocks 0 --capacity 100000000 \
+    --port "$port" --replay-port "$rport" --wait-subscribers 1 --wait-timeout 20 --linger 3 \
+    --json "$tmp/$name-pub.json" >/dev/null 2>"$tmp/$name-pub.err" || { cat "$tmp/$name-pub.err" >&2; exit 1; }
+  # Wait until the subscriber has applied everything (or stops progressing for 3 s).
+  local last=-1 same=0 applied=0
+  while [ "$same" -lt 6 ]; do
+    sleep 0.5
+    applied=$(grep -o 'applied [0-9]*' "$tmp/$name-sub.err" | tail -1 | awk '{print $2}')
+    applied=${applied:-0}
+    [ "$applied" -ge "$count" ] && break
+    if [ "$applied" = "$last" ]; then same=$((same + 1)); else same=0; fi
+    last=$applied
+  done
+  local sub_cpu
+  sub_cpu=$(cpu_of "$sub")
+  kill -TERM "$sub"
+  wait "$sub" || true
+  "$PY" - "$name" "$epb" "$count" "$record" "$sub_cpu" "$tmp/$name-sub.json" "$tmp/$name-pub.json" \
+      "$tmp/$name-pub.time" >>"$tmp/rows.jsonl" <<'PYEOF'
+import json, sys
+name, epb, count, record, sub_cpu, subj, pubj, pubt = sys.argv[1:]
+s = json.load(open(subj)); p = json.load(open(pubj))
+t = s["total"]
+span = max(1, s["last_message_ns"] - s["first_message_ns"]) / 1e9
+u, st = map(float, open(pubt).read().split()[-2:])
+print(json.dumps({"name": name, "events_per_batch": int(epb), "batches_sent": int(count),
+    "record": record == "1", "applied": t["applied"], "events": t["events"],
+    "blocks": t["stored"], "span_s": span, "batches_per_s": t["applied"] / span,
+    "blocks_per_s": t["stored"] / span, "gaps": t["gaps"], "recovered": t["recovered"],
+    "lost": t["lost"], "malformed": t["malformed"], "subscriber_cpu_s": float(sub_cpu),
+    "publisher_cpu_s": u + st, "publisher": p}))
+PYEOF
+}
+
+b50=$((200000 / SCALE))
+b1=$((1000000 / SCALE))
+for rep in 1 2 3; do
+  run_one "50ev-r$rep" 50 "$b50" 0
+  run_one "50ev-rec-r$rep" 50 "$b50" 1
+  run_one "1ev-r$rep" 1 "$b1" 0
+  run_one "1ev-rec-r$rep" 1 "$b1" 1
+done
+"$PY" - "$tmp/rows.jsonl" "$out" "$commit" <<'PYEOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+json.dump({"commit": sys.argv[3], "runs": rows}, open(sys.argv[2], "w"), indent=1)
+groups = {}
+for r in rows:
+    groups.setdefault(r["name"].rsplit("-r", 1)[0], []).append(r)
+print("%-10s %5s %12s %12s %9s %9s %6s %8s %8s" % ("run", "runs", "batches/s", "blocks/s",
+      "recovered", "lost", "gaps", "sub CPU", "pub CPU"))
+med = {}
+for name, rs in groups.items():
+    m = lambda k: statistics.median(r[k] for r in rs)
+    med[name] = m("blocks_per_s") if rs[0]["events_per_batch"] > 1 else m("batches_per_s")
+    print("%-10s %5d %12.0f %12.0f %9d %9d %6d %8.2f %8.2f" % (name, len(rs), m("batches_per_s"),
+          m("blocks_per_s"), sum(r["recovered"] for r in rs), sum(r["lost"] for r in rs),
+          sum(r["gaps"] for r in rs), m("subscriber_cpu_s"), m("publisher_cpu_s")))
+for base in ("50ev", "1ev"):
+    if base in med and base + "-rec" in med:
+        print("%s: --record keeps %.1f%% of the rate" % (base, 100 * med[base + "-rec"] / med[base]))
+print("raw: " + sys.argv[2])
+PYEOF

@@ -1,0 +1,114 @@
+// publish-fake's workloads: where prompts come from (a seeded synthetic mix of shared prefixes
+// with Zipf popularity, or a Mooncake / Bailian request trace) and FakeCache, the per-source
+// engine cache that turns prompts into the KV events an engine would publish (stores of the
+// missing blocks, removals of LRU victims when the capacity is reached).
+//
+// Thread safety: none (one thread).
+#ifndef KVINDEX_TOOLS_FAKE_WORKLOAD_H_
+#define KVINDEX_TOOLS_FAKE_WORKLOAD_H_
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kvindex/block_hash.h"
+#include "kvindex/event.h"
+#include "kvindex/status.h"
+
+namespace kvindex::cli {
+
+// How a FakeCache spells its events (depends on the wire format).
+struct FakeEventStyle {
+  uint32_t block_size = 16;
+  std::optional<Tier> tier;             // nullopt: no medium sent (vllm-v0.9, early SGLang)
+  std::optional<std::string> model;     // set on every event (Mooncake formats carry it)
+  bool store_objects = false;           // Mooncake seed era: one object per block, removal by key
+};
+
+// The engine hash publish-fake publishes for a block with prefix hash `prefix`: a fixed mix of it,
+// so engine and prefix hashes differ (as they do for real engines) but every instance agrees.
+EngineHash FakeEngineHash(PrefixHash prefix);
+
+// Token ids of trace hash id `hash_id`, block position `block_size` tokens: hash_id * block_size + j
+// (mod 2^31), so equal hash ids give equal blocks and distinct ids distinct blocks.
+std::vector<TokenId> TraceBlockTokens(uint64_t hash_id, uint32_t block_size);
+
+// One source's engine cache: an LRU of at most `capacity` blocks.
+class FakeCache {
+ public:
+  FakeCache(uint32_t capacity, FakeEventStyle style) : capacity_(capacity), style_(std::move(style)) {}
+
+  // Serves one prompt (its full blocks): evicts LRU victims for the missing blocks (one
+  // BlockRemoved, or one StoreUpdate per object), stores each run of missing blocks (one
+  // BlockStored per run, parent = the block before it), then refreshes the prompt's blocks (the
+  // root last, so tails are evicted first, as vLLM does). Appends the events to `out`.
+  void Serve(const std::vector<TokenId>& tokens, std::vector<Event>& out);
+  // Forgets everything (an engine restart).
+  void Reset();
+  size_t size() const { return lru_.size(); }
+
+ private:
+  struct Entry {
+    EngineHash engine;
+    std::list<uint64_t>::iterator pos;
+  };
+  uint32_t capacity_;
+  FakeEventStyle style_;
+  std::list<uint64_t> lru_;  // prefix hashes, most recent first
+  std::unordered_map<uint64_t, Entry> entries_;
+};
+
+// Knobs of `--synthetic`.
+struct SyntheticOptions {
+  uint32_t block_size = 16;
+  uint32_t prompt_blocks = 8;   // full blocks per prompt
+  uint32_t prefix_blocks = 4;   // of which shared-prefix blocks
+  uint32_t prefixes = 16;       // distinct shared prefixes
+  double zipf = 1.0;            // popularity exponent of the prefixes (0 = uniform)
+  uint32_t vocab = 32000;       // token ids are drawn from [0, vocab)
+  uint64_t seed = 1;
+};
+
+// Seeded synthetic prompts: a shared prefix picked by Zipf popularity, then unique blocks.
+class SyntheticPrompts {
+ public:
+  SyntheticPrompts(SyntheticOptions options, size_t sources);
+  std::vector<TokenId> Next(size_t source);
+  // The shared prefix `i` (prefix_blocks blocks).
+  const std::vector<TokenId>& prefix(size_t i) const { return prefixes_[i]; }
+  size_t prefix_count() const { return prefixes_.size(); }
+
+ private:
+  SyntheticOptions options_;
+  std::vector<std::vector<TokenId>> prefixes_;
+  std::vector<double> cdf_;
+  std::vector<std::mt19937_64> rngs_;
+};
+
+// A request trace (Mooncake FAST'25 or Bailian JSONL: only `hash_ids` is needed) as prompts,
+// request i going to source i mod sources.
+class TracePrompts {
+ public:
+  // Reads `path`; errors name the file and line. `max_requests` 0 = all.
+  static Result<TracePrompts> Load(const std::string& path, uint32_t block_size, size_t sources);
+  // The next prompt of `source`, or nullopt when its share of the trace is exhausted.
+  std::optional<std::vector<TokenId>> Next(size_t source);
+  size_t requests() const { return requests_; }
+  // The first request's prompt (for queries).
+  const std::vector<TokenId>& first() const { return first_; }
+
+ private:
+  std::vector<std::vector<std::vector<uint64_t>>> per_source_;  // source -> requests -> hash ids
+  std::vector<size_t> next_;
+  uint32_t block_size_ = 16;
+  size_t requests_ = 0;
+  std::vector<TokenId> first_;
+};
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_FAKE_WORKLOAD_H_

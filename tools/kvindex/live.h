@@ -1,0 +1,54 @@
+// What `record` and `subscribe` share: gathering sources from --source / --config, running a
+// Subscriber on its own thread while the main thread waits for SIGINT/SIGTERM, the duration and
+// the status-line interval, and the end-of-run summary (text and JSON).
+#ifndef KVINDEX_TOOLS_LIVE_H_
+#define KVINDEX_TOOLS_LIVE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvindex/source.h"
+#include "kvindex/status.h"
+#include "kvindex/zmq/subscriber.h"
+
+namespace kvindex::cli {
+
+// --source values (each may expand by dp-size) and/or --config FILE. kInvalidArgument (exit 2)
+// for a bad spec or no source at all; the config file's own errors keep their code.
+Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& specs,
+                                                const std::string& config_path);
+
+// Blocks SIGINT and SIGTERM in the calling thread (and every thread it starts later), so that
+// RunLive() receives them synchronously. Call before creating the Subscriber.
+void BlockStopSignals();
+
+struct LiveRun {
+  double duration_s = 0;        // 0: until a signal (or the subscriber stops by itself)
+  double stats_interval_s = 5;  // 0: no status line
+  std::string command;          // "record" / "subscribe", for the status line
+  // Extra text for the status line (e.g. resident blocks); may be empty.
+  std::function<std::string()> extra;
+};
+
+struct LiveOutcome {
+  Status status;           // what Run() returned
+  double elapsed_s = 0;
+  bool signalled = false;  // stopped by SIGINT/SIGTERM
+};
+
+// Runs `subscriber` on a new thread until a signal, the duration, or its own end.
+LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run);
+
+// The summary: one line per source plus a total, as text (stdout), and as JSON.
+std::string SummaryText(const SubscriberStatus& status, double elapsed_s);
+nlohmann::json SummaryJson(const SubscriberStatus& status, double elapsed_s);
+
+// Writes `json` to FILE ('-' = stdout). kIoError naming the file.
+Status WriteJsonFile(const std::string& path, const nlohmann::json& json);
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_LIVE_H_

@@ -1,0 +1,158 @@
+// `kvindex subscribe`: the live index. One I/O thread (the Subscriber) is the index's only writer;
+// the main thread waits for signals and prints status, and other threads (the HTTP server of the
+// serving issue) query the PrefixIndex concurrently.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "kvindex/capture.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/zmq/subscriber.h"
+#include "live.h"
+
+namespace kvindex::cli {
+namespace {
+
+struct SubscribeOptions {
+  std::vector<std::string> sources;
+  std::string config;
+  std::string record;
+  bool force = false;
+  std::vector<std::string> warm_from;
+  uint64_t max_blocks = 0;
+  double stats_interval = 5.0;
+  double replay_timeout = 2.0;
+  double duration = 0;
+  double fsync_interval = 1.0;
+  bool strict = false;
+  std::string json;
+};
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
+}
+
+nlohmann::json IndexJson(const IndexStats& stats) {
+  nlohmann::json instances = nlohmann::json::object();
+  for (const auto& instance : stats.instances) {
+    nlohmann::json tiers = nlohmann::json::object();
+    for (const auto& tier : instance.tiers) tiers[tier.tier] = tier.presences;
+    instances[instance.instance] = {{"tiers", tiers}, {"orphans", instance.orphans}};
+  }
+  return {{"blocks", stats.blocks},       {"presences", stats.presences},
+          {"scopes", stats.scopes},       {"orphans", stats.orphans},
+          {"tokenless", stats.tokenless}, {"unmapped", stats.unmapped},
+          {"evictions", stats.evictions}, {"bytes", stats.bytes},
+          {"instances", instances}};
+}
+
+Status RunSubscribe(const SubscribeOptions& options) {
+  KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config));
+  for (const auto& source : sources) {
+    if ((source.format == "vllm" || source.format == "sglang") && source.model.empty()) {
+      return Status::InvalidArgument("source '" + SourceDisplayName(source) + "' (" +
+                                     source.format +
+                                     ") needs model=M: vLLM and SGLang events do not carry it");
+    }
+  }
+  std::unique_ptr<CaptureWriter> writer;
+  if (!options.record.empty()) {
+    CaptureWriterOptions writer_options;
+    writer_options.fsync_interval = Millis(options.fsync_interval);
+    writer_options.overwrite = options.force;
+    KVINDEX_ASSIGN_OR_RETURN(writer, CaptureWriter::Create(options.record, writer_options));
+  }
+  IndexOptions index_options;
+  index_options.max_blocks = options.max_blocks;
+  PrefixIndex index(index_options);
+
+  BlockStopSignals();
+  SubscriberOptions sub_options;
+  sub_options.replay_timeout = Millis(options.replay_timeout);
+  sub_options.strict = options.strict;
+  KVINDEX_ASSIGN_OR_RETURN(auto subscriber, Subscriber::Create(&index, writer.get(), sub_options));
+  if (!options.warm_from.empty()) {
+    KVINDEX_RETURN_IF_ERROR(subscriber->WarmFrom(options.warm_from));
+    const IndexStats warm = index.stats();
+    std::fprintf(stderr, "kvindex subscribe: warmed from %zu file(s): %llu resident blocks\n",
+                 options.warm_from.size(), static_cast<unsigned long long>(warm.blocks));
+  }
+  for (const auto& source : sources) KVINDEX_RETURN_IF_ERROR(subscriber->AddSource(source));
+
+  LiveRun run;
+  run.command = "subscribe";
+  run.duration_s = options.duration;
+  run.stats_interval_s = options.stats_interval;
+  run.extra = [&index] {
+    return std::to_string(index.stats().blocks) + " resident blocks";
+  };
+  // The serving issue starts its HTTP server here, on its own threads, querying `index`.
+  const LiveOutcome outcome = RunLive(*subscriber, run);
+  Status closed;
+  if (writer) closed = writer->Close();
+  const SubscriberStatus status = subscriber->status();
+  const IndexStats stats = index.stats();
+  std::string text = SummaryText(status, outcome.elapsed_s);
+  std::fputs(text.c_str(), stdout);
+  std::printf("index: %llu resident blocks, %llu presences, %llu orphans, %llu tokenless\n",
+              static_cast<unsigned long long>(stats.blocks),
+              static_cast<unsigned long long>(stats.presences),
+              static_cast<unsigned long long>(stats.orphans),
+              static_cast<unsigned long long>(stats.tokenless));
+  std::fflush(stdout);
+  if (!options.json.empty()) {
+    auto json = SummaryJson(status, outcome.elapsed_s);
+    json["command"] = "subscribe";
+    json["index"] = IndexJson(stats);
+    if (writer) json["files"] = writer->paths();
+    KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
+  }
+  KVINDEX_RETURN_IF_ERROR(outcome.status);
+  return closed;
+}
+
+}  // namespace
+
+void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
+  auto options = std::make_shared<SubscribeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "subscribe",
+      "Keep a live prefix index of KV-event sources (gap recovery, restarts, backfill), "
+      "optionally recording a capture");
+  cmd->add_option("--source", options->sources,
+                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; SPEC §2)");
+  cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--record", options->record, "Also record a capture to FILE");
+  cmd->add_flag("--force", options->force, "Overwrite the --record file if it exists");
+  cmd->add_option("--fsync-interval", options->fsync_interval,
+                  "fsync the --record capture at most every S seconds (0 = every record; "
+                  "default 1)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warm-from", options->warm_from,
+                  "Apply capture file(s) before going live (a rotated capture: every file, in "
+                  "order)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--max-blocks", options->max_blocks,
+                  "At most N resident blocks (least recently touched evicted first; 0 = no limit)");
+  cmd->add_option("--stats-interval", options->stats_interval,
+                  "A status line on stderr every S seconds (0 = none; default 5)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--replay-timeout", options->replay_timeout,
+                  "Give up on a silent replay after S seconds (default 2)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--strict", options->strict, "The first bad message is fatal (exit 1)");
+  cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
+  cmd->callback([options, &outcome] {
+    outcome.command = "subscribe";
+    outcome.status = RunSubscribe(*options);
+  });
+}
+
+}  // namespace kvindex::cli
