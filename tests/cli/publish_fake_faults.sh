@@ -4,7 +4,7 @@
 # payload); a duplicate arrives twice; a restart resets the sequence, empties the replay ring and
 # the fake's cache (its first batch stores the shared prefix again, from the root).
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/publish_fake_lib.sh"
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 # Run A: 16 batches; batch k (1-based) dropped when k%5==0 (not the last), else corrupt when
 # k%7==0, else duplicated when k%3==0. Sequences are k-1.

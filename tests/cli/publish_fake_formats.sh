@@ -3,7 +3,7 @@
 # python3-msgpack subscriber (tests/data/fake_subscriber.py): framing, sequence numbers and
 # decoded content against what was asked for and against the fake's --json summary.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/publish_fake_lib.sh"
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 COUNT=12
 EPB=3

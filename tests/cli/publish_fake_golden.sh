@@ -4,7 +4,7 @@
 # same payload bytes, topic and sequence frames, and the replay ROUTER must answer the golden
 # replay requests (ranged, past the end) with the golden reply frames.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/publish_fake_lib.sh"
+. "$(dirname "$0")/publish_fake_lib.bash"
 require_shared reference/golden/vllm_v0_9_0.json
 
 for pair in "vllm_v0_9_0:vllm-v0.9" "sglang_006d053f:sglang"; do

@@ -4,7 +4,7 @@
 # answers checked against a hand computation, the --trace / --capture / --batches workloads, and
 # usage errors.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/publish_fake_lib.sh"
+. "$(dirname "$0")/publish_fake_lib.bash"
 CHECK="$PY ${KVINDEX_SOURCE_DIR}/tests/data/capture_check.py"
 
 # --- --emit-queries on a tiny case, by hand ---------------------------------------------------

@@ -3,7 +3,7 @@
 # the middle of the ring, from before the ring (starts at the oldest kept batch), past the end
 # (only the end marker), and malformed requests (no reply, counted in the summary).
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/publish_fake_lib.sh"
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 for style in vllm vllm-topic mooncake; do
   base=$(free_ports 2) || { fail "no free ports"; continue; }

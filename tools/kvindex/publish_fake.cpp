@@ -484,6 +484,8 @@ struct Simulation {
   std::optional<QueryWriter> queries;
   std::vector<std::optional<size_t>> pending_drop;  // per source: a dropped item awaiting k+1
   std::vector<std::optional<uint64_t>> last_seq;    // per source: last live seq (restart check)
+  std::vector<std::optional<uint64_t>> max_seq_before;  // highest seq of earlier incarnations
+  std::vector<uint64_t> max_seq_now;                    // highest seq of this incarnation
   int64_t base_ns = 0;
   uint64_t record_no = 0;
   std::vector<TokenId> probe_unseen;
@@ -524,7 +526,10 @@ struct Simulation {
 
   void ApplyToModel(size_t si, const Item& item) {
     if (item.batch) model.Apply(si, *item.batch);
-    if (queries && o.query_every > 0 && (item.index + 1) % o.query_every == 0) {
+    // After a restart a sequence number may repeat; an `after` naming it would be ambiguous, so
+    // only sequences above every earlier incarnation's are used as query points.
+    const bool unique_seq = !max_seq_before[si] || item.seq > *max_seq_before[si];
+    if (queries && o.query_every > 0 && (item.index + 1) % o.query_every == 0 && unique_seq) {
       const std::string name = SourceDisplayName(sources[si].config);
       Probe({{name, item.seq}}, item);
     }
@@ -542,7 +547,12 @@ struct Simulation {
   Status Step(size_t si, size_t idx) {
     SourceInfo& src = sources[si];
     const Item& item = src.items[idx];
+    max_seq_now[si] = std::max(max_seq_now[si], item.seq);
     if (item.restart) {
+      if (last_seq[si]) {
+        max_seq_before[si] = std::max(max_seq_before[si].value_or(0), max_seq_now[si]);
+      }
+      max_seq_now[si] = 0;
       model.Clear(si);
       pending_drop[si].reset();
       ++src.restarts;
@@ -841,10 +851,12 @@ Status RunPublishFake(PublishFakeOptions o) {
   const std::vector<Step> steps = Schedule(sources, !o.capture.empty());
 
   // The correct subscriber's view: model, queries, --out capture.
-  Simulation sim{o, sources, style, o.replay_port > 0, {}, nullptr, std::nullopt, {}, {}, 0, 0, {},
-                 synthetic ? &*synthetic : nullptr, trace ? &*trace : nullptr};
+  Simulation sim{o, sources, style, o.replay_port > 0, {}, nullptr, std::nullopt, {}, {}, {}, {},
+                 0, 0, {}, synthetic ? &*synthetic : nullptr, trace ? &*trace : nullptr};
   sim.pending_drop.assign(sources.size(), std::nullopt);
   sim.last_seq.assign(sources.size(), std::nullopt);
+  sim.max_seq_before.assign(sources.size(), std::nullopt);
+  sim.max_seq_now.assign(sources.size(), 0);
   sim.base_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   {
@@ -853,12 +865,17 @@ Status RunPublishFake(PublishFakeOptions o) {
     for (size_t i = 0; i < n; ++i) sim.probe_unseen.push_back(static_cast<TokenId>(rng() % 1000003 + 1000000));
   }
   for (SourceInfo& src : sources) {
-    sim.model.AddSource(src.instance,
-                        format == WireFormat::kVllmV09 || format == WireFormat::kMooncakeSeed ||
-                                (format == WireFormat::kSglang && o.dp_ranks == 1) ||
-                                !o.batches_file.empty() || !o.capture.empty()
-                            ? src.rank_label
-                            : std::optional<DpRank>(src.rank),
+    // The rank the index knows a source's blocks by: the batch's rank when the format sends one
+    // (publish-fake sends the source's), else the source's dp_rank label, else rank 0 for an
+    // engine and none for a Mooncake store (SourceConfig::dp_rank).
+    std::optional<DpRank> rank = src.rank_label;
+    const bool store = src.config.is_store();
+    if (o.capture.empty() && o.batches_file.empty() && format != WireFormat::kMooncakeSeed &&
+        format != WireFormat::kVllmV09 && !(format == WireFormat::kSglang && o.dp_ranks == 1)) {
+      rank = src.rank;
+    }
+    if (!rank && !store) rank = 0;
+    sim.model.AddSource(src.instance, rank,
                         src.config.block_size ? src.config.block_size : o.synth.block_size);
   }
   if (!o.emit_queries.empty()) {
