@@ -62,10 +62,17 @@ want = {"data": {"default": {"vllm-0": {"longest_matched": 40, "GPU": 40, "CPU":
 assert code == 200 and json.loads(text) == want, (code, text)
 code, text = call("/cache", {"instances": ["127.0.0.1", "vllm-0"], "token_ids": list(range(12)), "model_name": "m", "lora_id": -1})
 assert code == 200 and json.loads(text) == {"HitStatus": {"127.0.0.1": 12, "vllm-0": 12}}, (code, text)
-code, text = call("/metrics")
-assert code == 200, code
-line = [l for l in text.splitlines() if l.startswith('kvindex_source_applied_total{') and 'instance="vllm-0"' in l]
-assert line and int(line[0].split()[-1]) == 20, line
+# Counters are a snapshot the ingest thread refreshes every 100 ms: poll until it shows all 20.
+while True:
+    code, text = call("/metrics")
+    assert code == 200, code
+    line = [l for l in text.splitlines() if l.startswith('kvindex_source_applied_total{') and 'instance="vllm-0"' in l]
+    if line and int(line[0].split()[-1]) == 20:
+        break
+    if time.time() > deadline:
+        sys.exit("metrics never showed 20 applied batches: %s" % line)
+    time.sleep(0.05)
+assert 'kvindex_resident_blocks{instance="vllm-0",tier="GPU"} 20' in text, text
 code, text = call("/instances")
 assert code == 200 and json.loads(text)["sources"][0]["counters"]["applied"] == 20, text
 code, text = call("/query", b"{bad")
