@@ -12,6 +12,7 @@
 #include "kvindex/capture.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/zmq/subscriber.h"
+#include "http_serve.h"
 #include "live.h"
 
 namespace kvindex::cli {
@@ -30,6 +31,7 @@ struct SubscribeOptions {
   double fsync_interval = 1.0;
   bool strict = false;
   std::string json;
+  HttpCliOptions http;
 };
 
 std::chrono::milliseconds Millis(double seconds) {
@@ -90,8 +92,11 @@ Status RunSubscribe(const SubscribeOptions& options) {
   run.extra = [&index] {
     return std::to_string(index.stats().blocks) + " resident blocks";
   };
-  // The serving issue starts its HTTP server here, on its own threads, querying `index`.
+  // The HTTP server (SPEC §4) queries `index` on its own threads; writes go through Submit().
+  KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServing(options.http, options.config, index,
+                                                       *subscriber, sources));
   const LiveOutcome outcome = RunLive(*subscriber, run);
+  StopHttpServing(http);
   Status closed;
   if (writer) closed = writer->Close();
   const SubscriberStatus status = subscriber->status();
@@ -149,6 +154,7 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--strict", options->strict, "The first bad message is fatal (exit 1)");
   cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
+  AddHttpOptions(cmd, options->http);
   cmd->callback([options, &outcome] {
     outcome.command = "subscribe";
     outcome.status = RunSubscribe(*options);

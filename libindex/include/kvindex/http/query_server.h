@@ -1,0 +1,116 @@
+// QueryServer: the HTTP API of SPEC §4 over a live PrefixIndex (`subscribe --http HOST:PORT`).
+//
+//   POST /query, /query_by_hash   the prefix match per instance (query_json.h shapes)
+//   POST /cache                   the upstream cache-aware proxy's {"HitStatus": {...}}
+//   POST /register, /unregister   the upstream conductor's bodies; unregister purges presence
+//   GET  /global_view, /instances, /metrics (Prometheus text), /healthz
+//
+// Every error is JSON {"error": "..."} with 400 (bad request), 404 (unknown path or instance),
+// 405 (wrong method), 413 (body over 16 MiB) or 501 (registering a source the process cannot add);
+// no request can crash the server. docs/http-api.md is the reference.
+//
+// Concurrency: queries run on the server's worker threads and read the PrefixIndex concurrently
+// with its single writer (prefix_index.h). Anything that writes (register, unregister) goes
+// through the ServerBackend, which runs it on the writer (or under the writer's rules) and waits.
+//
+// This header names no cpp-httplib type.
+#ifndef KVINDEX_HTTP_QUERY_SERVER_H_
+#define KVINDEX_HTTP_QUERY_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvindex/ingest.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/source.h"
+#include "kvindex/status.h"
+
+namespace kvindex {
+
+// What the server reports about one source (GET /instances, /metrics).
+struct ServedSource {
+  std::string name;  // display name ("vllm-0", "vllm-0/dp1")
+  SourceConfig config;
+  std::string state;  // "live", "backfilling", "unregistered", ...
+  SourceCounters counters;
+  uint64_t messages = 0;  // live messages received
+  uint64_t bytes = 0;
+};
+
+// What the process knows besides the index, and the writer-side operations.
+class ServerBackend {
+ public:
+  virtual ~ServerBackend() = default;
+  // A snapshot of every source. Any thread.
+  virtual std::vector<ServedSource> Sources() const = 0;
+  // Adds a source (POST /register). Runs on the index's writer; blocks until done.
+  // kUnsupported when this process cannot add sources while running.
+  virtual Status Register(const SourceConfig& config) = 0;
+  // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
+  // until done. kNotFound for an unknown instance.
+  virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+};
+
+// A backend for a process whose writer is any thread holding `writer_mutex()` (tests, offline
+// serving): every writer call below and every HTTP writer operation take the mutex.
+class LocalBackend : public ServerBackend {
+ public:
+  explicit LocalBackend(PrefixIndex* index) : index_(index) {}
+  Result<SourceId> AddSource(const SourceConfig& config);
+  Result<ApplyResult> Apply(SourceId source, const EventBatch& batch);
+
+  std::vector<ServedSource> Sources() const override;
+  Status Register(const SourceConfig& config) override;
+  Result<ApplyResult> Unregister(const std::string& instance) override;
+
+ private:
+  PrefixIndex* index_;
+  mutable std::mutex mutex_;
+  std::vector<ServedSource> sources_;  // by SourceId
+};
+
+struct QueryServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
+  size_t threads = 4;     // worker threads
+  // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
+  bool conductor_compat = false;
+};
+
+class QueryServer {
+ public:
+  // Binds and starts serving on its own threads. kUnavailable when the address cannot be bound,
+  // kInvalidArgument for a bad host. `index` and `backend` must outlive the server.
+  static Result<std::unique_ptr<QueryServer>> Start(const PrefixIndex& index,
+                                                    ServerBackend& backend,
+                                                    QueryServerOptions options = {});
+  ~QueryServer();  // Stop()s
+  QueryServer(const QueryServer&) = delete;
+  QueryServer& operator=(const QueryServer&) = delete;
+
+  // The bound port.
+  uint16_t port() const;
+  // Stops accepting, finishes the requests in flight, joins the threads. Idempotent.
+  void Stop();
+
+  // Answers one request as the HTTP layer would (used by the server and the fuzz target):
+  // returns the status code and sets `body` and `content_type`.
+  int Handle(const std::string& method, const std::string& path, const std::string& request_body,
+             std::string& body, std::string& content_type);
+
+  struct Impl;
+
+ private:
+  explicit QueryServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "HOST:PORT" (or ":PORT", or "PORT") for --http. kInvalidArgument on a bad value.
+Result<std::pair<std::string, uint16_t>> ParseHttpAddress(const std::string& address);
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_HTTP_QUERY_SERVER_H_

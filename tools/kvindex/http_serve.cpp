@@ -1,0 +1,153 @@
+#include "http_serve.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "kvindex/ingest.h"
+#include "kvindex/source_spec.h"
+
+namespace kvindex::cli {
+namespace {
+
+constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
+
+class SubscriberBackend : public ServerBackend {
+ public:
+  SubscriberBackend(PrefixIndex* index, Subscriber* subscriber, std::vector<SourceConfig> sources)
+      : index_(index), subscriber_(subscriber), configs_(std::move(sources)) {}
+
+  std::vector<ServedSource> Sources() const override {
+    const SubscriberStatus status = subscriber_->status();
+    std::lock_guard lock(mutex_);
+    std::vector<ServedSource> out;
+    out.reserve(configs_.size());
+    for (const SourceConfig& config : configs_) {
+      ServedSource s;
+      s.name = SourceDisplayName(config);
+      s.config = config;
+      s.state = status.running ? "live" : "stopped";
+      for (const SubscriberSourceStatus& st : status.sources) {
+        if (st.name != s.name) continue;
+        s.counters = st.ingest;
+        s.messages = st.messages;
+        s.bytes = st.bytes;
+        if (st.backfilling) s.state = "backfilling";
+      }
+      if (unregistered_.count(config.name) != 0) s.state = "unregistered";
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  Status Register(const SourceConfig& config) override {
+    return Status::Unsupported("adding source '" + SourceDisplayName(config) +
+                               "' while running is not supported; list it with --source or "
+                               "--config");
+  }
+
+  Result<ApplyResult> Unregister(const std::string& instance) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (unregistered_.count(instance) != 0) {
+        return Status::NotFound("unregister: instance '" + instance + "' is already unregistered");
+      }
+    }
+    auto promise = std::make_shared<std::promise<Result<ApplyResult>>>();
+    std::future<Result<ApplyResult>> done = promise->get_future();
+    PrefixIndex* index = index_;
+    subscriber_->Submit([promise, index, instance](Ingestor&) {
+      promise->set_value(index->RemoveInstance(instance));
+    });
+    if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return Status::Timeout("unregister '" + instance + "': the ingest thread did not answer");
+    }
+    Result<ApplyResult> result = done.get();
+    if (result.ok()) {
+      std::lock_guard lock(mutex_);
+      unregistered_.insert(instance);
+    }
+    return result;
+  }
+
+ private:
+  PrefixIndex* index_;
+  Subscriber* subscriber_;
+  mutable std::mutex mutex_;
+  std::vector<SourceConfig> configs_;
+  std::set<std::string> unregistered_;
+};
+
+}  // namespace
+
+class HttpServing {
+ public:
+  std::unique_ptr<SubscriberBackend> backend;
+  std::unique_ptr<QueryServer> server;
+};
+
+void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
+  cmd->add_option_function<std::string>(
+         "--http",
+         [&options](const std::string& value) {
+           options.given = true;
+           options.address = value;
+         },
+         "Serve the HTTP API (docs/http-api.md) on HOST:PORT (default 127.0.0.1:13333; a "
+         "--config file's http_server_port also turns it on)")
+      ->expected(0, 1);
+  cmd->add_option("--compat", options.compat,
+                  "'conductor': /query answers without the \"data\" wrapper, as the upstream "
+                  "conductor does")
+      ->check(CLI::IsMember({"conductor"}));
+  cmd->add_option("--http-threads", options.threads, "HTTP worker threads (default 4)")
+      ->check(CLI::Range(1, 256));
+}
+
+Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
+                                                      const std::string& config_path,
+                                                      PrefixIndex& index,
+                                                      Subscriber& subscriber,
+                                                      const std::vector<SourceConfig>& sources) {
+  std::string address;
+  if (options.given) {
+    address = options.address.empty() ? kDefaultHttpAddress : options.address;
+  } else if (!config_path.empty()) {
+    std::ifstream in(config_path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    Result<SourcesConfig> config = ParseSourcesConfig(text.str(), config_path);
+    if (config.ok() && config->http_port) address = "127.0.0.1:" + std::to_string(*config->http_port);
+  }
+  if (address.empty()) {
+    if (!options.compat.empty()) {
+      return Status::InvalidArgument("--compat needs --http (or http_server_port in --config)");
+    }
+    return std::shared_ptr<HttpServing>();
+  }
+  KVINDEX_ASSIGN_OR_RETURN(auto host_port, ParseHttpAddress(address));
+  auto serving = std::make_shared<HttpServing>();
+  // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
+  serving->backend = std::make_unique<SubscriberBackend>(&index,
+                                                         &subscriber, sources);
+  QueryServerOptions server_options;
+  server_options.host = host_port.first;
+  server_options.port = host_port.second;
+  server_options.threads = options.threads;
+  server_options.conductor_compat = options.compat == "conductor";
+  KVINDEX_ASSIGN_OR_RETURN(serving->server,
+                           QueryServer::Start(index, *serving->backend, server_options));
+  std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", host_port.first.c_str(),
+               static_cast<unsigned>(serving->server->port()));
+  return serving;
+}
+
+void StopHttpServing(const std::shared_ptr<HttpServing>& serving) {
+  if (serving && serving->server) serving->server->Stop();
+}
+
+}  // namespace kvindex::cli

@@ -1,0 +1,46 @@
+// `subscribe --http`: the HTTP API (SPEC §4) over the live index, with a ServerBackend that runs
+// writer work (unregister) on the Subscriber's I/O thread through Subscriber::Submit().
+#ifndef KVINDEX_TOOLS_HTTP_SERVE_H_
+#define KVINDEX_TOOLS_HTTP_SERVE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kvindex/http/query_server.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/source.h"
+#include "kvindex/status.h"
+#include "kvindex/zmq/subscriber.h"
+
+namespace kvindex::cli {
+
+struct HttpCliOptions {
+  std::string address;  // --http (empty value: the default address)
+  bool given = false;
+  std::string compat;   // --compat: "" or "conductor"
+  size_t threads = 4;   // --http-threads
+};
+
+// Adds --http, --compat and --http-threads to `cmd`.
+void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options);
+
+class HttpServing;  // the running server and its backend
+
+// Starts serving when --http was given, or when the --config file has `http_server_port` (then on
+// 127.0.0.1:PORT). Returns null when not asked to serve. kInvalidArgument for a bad address or
+// --compat value, kUnavailable when the address cannot be bound.
+Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
+                                                      const std::string& config_path,
+                                                      PrefixIndex& index,
+                                                      Subscriber& subscriber,
+                                                      const std::vector<SourceConfig>& sources);
+
+// Stops accepting and finishes the requests in flight. Null-safe.
+void StopHttpServing(const std::shared_ptr<HttpServing>& serving);
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_HTTP_SERVE_H_
