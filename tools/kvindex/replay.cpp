@@ -21,6 +21,7 @@
 #include "kvindex/request_trace.h"
 #include "kvindex/sim/simulator.h"
 #include "kvindex/capture.h"
+#include "plot.h"
 #include "replay_capture.h"
 #include "report.h"
 
@@ -48,6 +49,7 @@ struct ReplayOptions {
   std::string mode = "simulate";
   double window_s = 0;        // 0 = no windows
   std::string csv;            // empty = none; "-" = stdout
+  std::string plot;           // empty = none
 };
 
 enum class InputKind { kTrace, kCapture };
@@ -100,6 +102,11 @@ Result<Grid> ParseGrid(const ReplayOptions& options) {
                                    "' (simulate, storage-benchmark)");
   }
   if (!(options.window_s >= 0)) return Status::InvalidArgument("--window: must be positive");
+  if (!options.plot.empty() && options.window_s == 0 &&
+      options.capacity.find_first_of("0123456789") == std::string::npos) {
+    return Status::InvalidArgument(
+        "--plot: needs --window (hit rate over time) or finite --capacity values (a sweep)");
+  }
   KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacity,
                            ParseTierCapacity("--cpu-capacity", options.cpu_capacity));
   KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacity,
@@ -318,6 +325,57 @@ Status WriteText(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+std::string ConfigLabel(const sim::SimConfig& c, bool with_capacity) {
+  std::string label = std::string(sim::PolicyName(c.policy));
+  if (with_capacity) label += " cap " + CapacityText(c.capacity);
+  label += " " + std::string(sim::RouterName(c.router)) + " x" + std::to_string(c.instances);
+  if (c.cpu_capacity != 0) label += " cpu " + CapacityText(c.cpu_capacity);
+  if (c.disk_capacity != 0) label += " disk " + CapacityText(c.disk_capacity);
+  return label;
+}
+
+// The SVG of --plot: prefix hit rate over time (one series per configuration) with windows,
+// else prefix hit rate against GPU capacity (one series per policy/router/instances/tiers).
+std::string RenderPlot(const std::string& trace, const std::vector<sim::SimReport>& reports,
+                       bool windows) {
+  std::vector<PlotSeries> series;
+  PlotSpec spec;
+  spec.y_label = "prefix hit rate (% of blocks)";
+  if (windows) {
+    spec.title = "Prefix hit rate over time: " + trace;
+    spec.x_label = "time since the first request (s)";
+    for (const sim::SimReport& r : reports) {
+      PlotSeries one{ConfigLabel(r.config, true), {}};
+      for (const sim::SimWindow& w : r.windows) {
+        one.points.emplace_back((w.start_ms - r.windows.front().start_ms) / 1000.0,
+                                100.0 * w.total.prefix_block());
+      }
+      series.push_back(std::move(one));
+    }
+  } else {
+    spec.title = "Prefix hit rate against capacity: " + trace;
+    spec.x_label = "GPU capacity per instance (blocks)";
+    double lo = 0, hi = 0;
+    for (const sim::SimReport& r : reports) {
+      if (r.config.capacity == sim::kInfiniteCapacity) continue;
+      const std::string label = ConfigLabel(r.config, false);
+      auto it = std::find_if(series.begin(), series.end(),
+                             [&](const PlotSeries& x) { return x.label == label; });
+      if (it == series.end()) {
+        series.push_back({label, {}});
+        it = series.end() - 1;
+      }
+      const double cap = static_cast<double>(r.config.capacity);
+      it->points.emplace_back(cap, 100.0 * r.total.prefix_block());
+      lo = lo == 0 ? cap : std::min(lo, cap);
+      hi = std::max(hi, cap);
+    }
+    for (PlotSeries& x : series) std::sort(x.points.begin(), x.points.end());
+    spec.log_x = lo > 0 && hi / lo >= 20;
+  }
+  return RenderSvgPlot(spec, series);
+}
+
 Status RunStorageBenchmark(const ReplayOptions& options, const Trace& trace,
                            const sim::PreparedTrace& prepared) {
   const sim::StorageBenchmarkCounts c = sim::StorageBenchmark(prepared);
@@ -488,6 +546,10 @@ Status RunTraceReplay(const ReplayOptions& options) {
   if (!options.csv.empty()) {
     KVINDEX_RETURN_IF_ERROR(WriteText(options.csv, RenderCsv(reports, options.window_s > 0)));
   }
+  if (!options.plot.empty()) {
+    KVINDEX_RETURN_IF_ERROR(
+        WriteText(options.plot, RenderPlot(options.input, reports, options.window_s > 0)));
+  }
   return Status::Ok();
 }
 
@@ -583,6 +645,9 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--csv", options->csv,
                   "Write CSV to FILE ('-' = stdout): one line per configuration, or per window "
                   "and instance with --window");
+  cmd->add_option("--plot", options->plot,
+                  "Write an SVG chart to FILE: prefix hit rate against capacity per "
+                  "policy/router (a sweep), or over time with --window");
   cmd->callback([options, &outcome] {
     outcome.command = "replay";
     outcome.status = RunReplay(*options);
