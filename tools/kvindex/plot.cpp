@@ -63,8 +63,8 @@ const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#946
 }  // namespace
 
 std::string RenderSvgPlot(const PlotSpec& spec, const std::vector<PlotSeries>& series) {
-  const double width = 800, height = 500;
-  const double left = 80, right = 260, top = 50, bottom = 70;
+  const double width = 900, height = 500;
+  const double left = 80, right = 340, top = 50, bottom = 70;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
   double x_lo = 0, x_hi = 1, y_hi = 1e-9;
   bool any = false;
@@ -83,6 +83,9 @@ std::string RenderSvgPlot(const PlotSpec& spec, const std::vector<PlotSeries>& s
     x_hi += 0.5;
   }
   std::vector<double> y_ticks = LinearTicks(0, y_hi, 5);
+  if (y_ticks.size() >= 2 && y_ticks.back() < y_hi) {
+    y_ticks.push_back(y_ticks.back() + (y_ticks[1] - y_ticks[0]));  // a round top
+  }
   y_hi = std::max(y_hi, y_ticks.back());
   auto px = [&](double x) {
     const double xv = spec.log_x ? std::log10(x) : x;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -548,7 +549,9 @@ Status RunTraceReplay(const ReplayOptions& options) {
   }
   if (!options.plot.empty()) {
     KVINDEX_RETURN_IF_ERROR(
-        WriteText(options.plot, RenderPlot(options.input, reports, options.window_s > 0)));
+        WriteText(options.plot,
+                  RenderPlot(std::filesystem::path(options.input).filename().string(), reports,
+                             options.window_s > 0)));
   }
   return Status::Ok();
 }
