@@ -27,6 +27,7 @@ JSONL
 run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity 1 --disk-capacity 1 --json "$TMP/c.json"
 expect_status 0 "tiers"
 expect_stdout_contains "cpu_hits"
+[ ! -s "$stderr_file" ] || fail "stderr is not a terminal: no progress bar expected"
 check_json "$TMP/c.json" "d['results'][0]['tiers']['cpu']['prefix_hit_blocks'] == 1 and d['results'][0]['tiers']['disk']['prefix_hit_blocks'] == 2"
 check_json "$TMP/c.json" "d['results'][0]['prefix_hit_blocks'] == 3 and d['results'][0]['evictions'] == 5 and d['results'][0]['cpu_evictions'] == 4 and d['results'][0]['disk_evictions'] == 3"
 check_json "$TMP/c.json" "d['results'][0]['cpu_capacity'] == 1 and d['results'][0]['disk_capacity'] == 1"

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -475,15 +477,40 @@ Status RunTraceReplay(const ReplayOptions& options) {
   unsigned threads = options.threads != 0 ? options.threads : std::thread::hardware_concurrency();
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(configs.size())));
   std::atomic<size_t> next{0};
-  auto worker = [&] {
+  // A progress bar on stderr, only when stderr is a terminal and the run is long (more than
+  // 2×10^7 block accesses in all): "replay [#####     ] 12/40 configurations".
+  std::atomic<size_t> done{0};
+  auto counted_worker = [&] {
     for (size_t i = next++; i < configs.size(); i = next++) {
       results[i].emplace(sim::Simulate(prepared, configs[i]));
+      ++done;
     }
   };
+  const bool progress = isatty(STDERR_FILENO) == 1 &&
+                        static_cast<double>(prepared.blocks().size()) *
+                                static_cast<double>(configs.size()) > 2e7;
+  std::thread bar;
+  if (progress) {
+    bar = std::thread([&] {
+      constexpr int kWidth = 30;
+      while (true) {
+        const size_t d = done.load();
+        const int filled = static_cast<int>(kWidth * d / configs.size());
+        std::fprintf(stderr, "\rreplay [%s%s] %zu/%zu configurations",
+                     std::string(static_cast<size_t>(filled), '#').c_str(),
+                     std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), d,
+                     configs.size());
+        if (d == configs.size()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      std::fputs("\n", stderr);
+    });
+  }
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(counted_worker);
+  counted_worker();
   for (std::thread& t : pool) t.join();
+  if (bar.joinable()) bar.join();
 
   TextTable table({"policy", "capacity", "router", "instances", "requests", "blocks",
                    "prefix_hits", "any_hits", "evictions", "prefix_block", "any_block",
