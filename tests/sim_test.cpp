@@ -2,6 +2,8 @@
 // router. Each case shows its hand computation; the differential test against the naive Python
 // simulator is tests/cli/replay_reference.sh.
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "kvindex/sim/block_cache.h"
 #include "kvindex/sim/prng.h"
 #include "kvindex/sim/simulator.h"
+#include "test_util.h"
 
 namespace kvindex::sim {
 namespace {
@@ -65,6 +68,21 @@ void Check(const SimReport& r, uint64_t prefix, uint64_t any, uint64_t evictions
 }
 
 const std::vector<Req> kWorkedExample = {{{1, 2, 3}}, {{1, 2, 4}}, {{5}}, {{1, 2, 3}}};
+
+// One instance of LRU GPU capacity `gpu` over shared tiers (0 = none).
+SimReport RunTiers(const std::vector<Req>& reqs, uint64_t gpu, uint64_t cpu, uint64_t disk,
+                   double window_ms = 0) {
+  auto prepared = PreparedTrace::Prepare(MakeTrace(reqs));
+  REQUIRE(prepared.ok());
+  SimConfig config;
+  config.capacity = gpu;
+  config.cpu_capacity = cpu;
+  config.disk_capacity = disk;
+  config.window_ms = window_ms;
+  auto report = Simulate(*prepared, config);
+  REQUIRE(report.ok());
+  return *report;
+}
 
 }  // namespace
 
@@ -264,6 +282,144 @@ TEST_SUITE("sim") {
     CHECK(cache.size() == 2);
     CHECK(cache.Contains(1));
     CHECK_FALSE(cache.Contains(2));
+  }
+
+  TEST_CASE("Tiers: the eviction cascade GPU -> CPU -> disk -> dropped, hits by serving tier") {
+    // GPU 1, CPU 1, disk 1 (all LRU), one instance; requests [1] [2] [3] [1] [2,3].
+    //   [1]   miss; GPU{1}
+    //   [2]   miss; GPU evicts 1 -> CPU{1}; GPU{2}                          (ev 1)
+    //   [3]   miss; GPU evicts 2 -> CPU, which evicts 1 -> disk{1}; CPU{2}   (ev 1, cpu_ev 1)
+    //   [1]   lookup: 1 on disk -> prefix 1 (disk). Access: refresh disk copy, GPU evicts 3 ->
+    //         CPU evicts 2 -> disk evicts 1 (dropped). GPU{1} CPU{3} disk{2}
+    //                                                          (ev 1, cpu_ev 1, disk_ev 1)
+    //   [2,3] lookup: 2 on disk, 3 in CPU -> prefix 2 (cpu 1, disk 1).
+    //         2: GPU evicts 1 -> CPU evicts 3 -> disk evicts 2 (dropped). GPU{2} CPU{1} disk{3}
+    //         3: GPU evicts 2 -> CPU evicts 1 -> disk evicts 3 (dropped). GPU{3} CPU{2} disk{1}
+    //                                                          (ev 2, cpu_ev 2, disk_ev 2)
+    // Totals: blocks 6, prefix 3 (gpu 0, cpu 1, disk 2), any 3, ev 5, cpu_ev 4, disk_ev 3.
+    const SimReport r = RunTiers({{{1}}, {{2}}, {{3}}, {{1}}, {{2, 3}}}, 1, 1, 1);
+    CHECK(r.total.blocks == 6);
+    CHECK(r.total.prefix_hit_blocks == 3);
+    CHECK(r.total.any_hit_blocks == 3);
+    CHECK(r.total.prefix_hit_tier[kGpu] == 0);
+    CHECK(r.total.prefix_hit_tier[kCpu] == 1);
+    CHECK(r.total.prefix_hit_tier[kDisk] == 2);
+    CHECK(r.total.any_hit_tier[kCpu] == 1);
+    CHECK(r.total.any_hit_tier[kDisk] == 2);
+    CHECK(r.total.evictions == 5);
+    CHECK(r.total.cpu_evictions == 4);
+    CHECK(r.total.disk_evictions == 3);
+    CHECK(r.total.resident_blocks == 1);
+  }
+
+  TEST_CASE("Tiers: a CPU hit refreshes the pool copy before the GPU victim is written") {
+    // GPU 1, CPU 2, no disk; requests [1] [2] [3] [1] [2] [3]. CPU lists MRU first.
+    //   [1] GPU{1}.  [2] GPU evicts 1 -> CPU[1].  [3] GPU evicts 2 -> CPU[2,1].
+    //   [1] CPU hit (prefix 1, cpu). Refresh -> CPU[1,2]; GPU evicts 3 -> CPU full, evicts its
+    //       LRU 2 (dropped: no disk) -> CPU[3,1]. Without the refresh 1 would have been lost.
+    //   [2] nowhere: miss. GPU evicts 1 -> CPU already holds 1: refreshed, CPU[1,3].
+    //   [3] CPU hit (prefix 1, cpu). Refresh -> CPU[3,1]; GPU evicts 2 -> CPU evicts 1.
+    // Totals: prefix 2 (cpu 2), any 2, GPU evictions 5, CPU evictions 2, disk 0.
+    const SimReport r = RunTiers({{{1}}, {{2}}, {{3}}, {{1}}, {{2}}, {{3}}}, 1, 2, 0);
+    CHECK(r.total.prefix_hit_blocks == 2);
+    CHECK(r.total.prefix_hit_tier[kCpu] == 2);
+    CHECK(r.total.any_hit_blocks == 2);
+    CHECK(r.total.evictions == 5);
+    CHECK(r.total.cpu_evictions == 2);
+    CHECK(r.total.disk_evictions == 0);
+  }
+
+  TEST_CASE("Tiers: a GPU hit is served by the GPU even when the pool also holds the block") {
+    // GPU 2, CPU 4: [1,2] [3] [1,2]. [3] evicts 1 (LRU) -> CPU{1}; GPU{2,3}.
+    // [1,2]: 1 in CPU (prefix), 2 in GPU -> prefix 2: gpu 1, cpu 1.
+    // Access 1: refresh CPU, GPU evicts 2 -> CPU{1,2}; access 2: GPU miss, CPU hit -> refresh,
+    // GPU evicts 3 -> CPU{1,2,3}. Evictions 3, CPU evictions 0.
+    const SimReport r = RunTiers({{{1, 2}}, {{3}}, {{1, 2}}}, 2, 4, 0);
+    CHECK(r.total.prefix_hit_blocks == 2);
+    CHECK(r.total.prefix_hit_tier[kGpu] == 1);
+    CHECK(r.total.prefix_hit_tier[kCpu] == 1);
+    CHECK(r.total.evictions == 3);
+    CHECK(r.total.cpu_evictions == 0);
+  }
+
+  TEST_CASE("Tiers: only a disk tier takes GPU victims directly") {
+    // GPU 1, disk 1: [1] [2] [1]: [2] evicts 1 -> disk{1}; [1] disk hit, GPU evicts 2 -> disk
+    // evicts 1 (dropped). prefix 1 (disk), evictions 2, disk evictions 1.
+    const SimReport r = RunTiers({{{1}}, {{2}}, {{1}}}, 1, 0, 1);
+    CHECK(r.total.prefix_hit_tier[kDisk] == 1);
+    CHECK(r.total.evictions == 2);
+    CHECK(r.total.cpu_evictions == 0);
+    CHECK(r.total.disk_evictions == 1);
+  }
+
+  TEST_CASE("Windows split the counts by arrival time") {
+    // Requests at 0, 1, 2, 3 ms (MakeTrace), window 2 ms: [0,2) holds [1,2] and [1,2] -> blocks 4,
+    // prefix 2; [2,4) holds [3] and [1,2] -> blocks 3, prefix 2. Capacity inf, no eviction.
+    const SimReport r = RunTiers({{{1, 2}}, {{1, 2}}, {{3}}, {{1, 2}}}, kInfiniteCapacity, 0, 0,
+                                 2.0);
+    REQUIRE(r.windows.size() == 2);
+    CHECK(r.windows[0].start_ms == 0.0);
+    CHECK(r.windows[0].total.requests == 2);
+    CHECK(r.windows[0].total.blocks == 4);
+    CHECK(r.windows[0].total.prefix_hit_blocks == 2);
+    CHECK(r.windows[1].start_ms == 2.0);
+    CHECK(r.windows[1].total.blocks == 3);
+    CHECK(r.windows[1].total.prefix_hit_blocks == 2);
+    CHECK(r.windows[1].per_instance.size() == 1);
+    CHECK(r.windows[1].per_instance[0].prefix_hit_tier[kGpu] == 2);
+  }
+
+  TEST_CASE("Storage-benchmark counting: membership, no prefix rule (seed-facts §4.2)") {
+    // [1,2] [2,3,3] [9,1]: 1 w, 2 w | 2 r, 3 w, 3 r | 9 w, 1 r.
+    // reads 3, writes 4, hits after the first block: 3 (pos 1 of req 2) and 1 (pos 1 of req 3)
+    // = 2; contiguous-prefix hits: req 2 starts with a hit (2), then 3 misses -> 1; req 3
+    // starts with a miss -> 0; total 1.
+    auto prepared = PreparedTrace::Prepare(MakeTrace({{{1, 2}}, {{2, 3, 3}}, {{9, 1}}}));
+    REQUIRE(prepared.ok());
+    const StorageBenchmarkCounts c = StorageBenchmark(*prepared);
+    CHECK(c.requests == 3);
+    CHECK(c.total_blocks == 7);
+    CHECK(c.read_blocks == 3);
+    CHECK(c.write_blocks == 4);
+    CHECK(c.prefix_hits == 3);
+    CHECK(c.hits_after_first == 2);
+    CHECK(c.contiguous_prefix_hits == 1);
+  }
+
+  TEST_CASE("Storage-benchmark mode reproduces the reference numbers of seed-facts §4.6") {
+    const std::filesystem::path shared = test::SharedDir();
+    if (shared.empty()) return;
+    struct Row {
+      const char* file;
+      uint64_t max_requests;
+      uint64_t requests, total, read, write, after_first, contiguous;
+    };
+    const Row rows[] = {
+        {"conversation_trace.jsonl", 100, 100, 3034, 99, 2935, 0, 99},
+        {"conversation_trace.jsonl", 1000, 1000, 27305, 5791, 21514, 4792, 5791},
+        {"conversation_trace.jsonl", 0, 12031, 288500, 105710, 182790, 93680, 105710},
+        {"synthetic_trace.jsonl", 100, 100, 2631, 101, 2530, 96, 101},
+        {"synthetic_trace.jsonl", 1000, 1000, 23787, 4007, 19780, 3920, 4007},
+        {"synthetic_trace.jsonl", 0, 3993, 121877, 77953, 43924, 76171, 77953},
+    };
+    for (const Row& row : rows) {
+      CAPTURE(row.file);
+      CAPTURE(row.max_requests);
+      TraceReaderOptions options;
+      options.max_requests = row.max_requests;
+      auto trace = ReadTrace((shared / "traces" / row.file).string(), options);
+      REQUIRE(trace.ok());
+      auto prepared = PreparedTrace::Prepare(*trace);
+      REQUIRE(prepared.ok());
+      const StorageBenchmarkCounts c = StorageBenchmark(*prepared);
+      CHECK(c.requests == row.requests);
+      CHECK(c.total_blocks == row.total);
+      CHECK(c.read_blocks == row.read);
+      CHECK(c.write_blocks == row.write);
+      CHECK(c.prefix_hits == row.read);
+      CHECK(c.hits_after_first == row.after_first);
+      CHECK(c.contiguous_prefix_hits == row.contiguous);
+    }
   }
 }
 

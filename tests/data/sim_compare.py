@@ -19,6 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "sim_reference.py")
 COUNTS = ["requests", "blocks", "prefix_hit_blocks", "any_hit_blocks", "evictions",
           "input_tokens", "prefix_hit_tokens", "resident_blocks"]
+TIER_COUNTS = ["cpu_evictions", "disk_evictions"] + [
+    f"{kind}_hit_{t}" for kind in ("prefix", "any") for t in ("gpu", "cpu", "disk")]
 ALL_POLICIES = "lru,lfu,fifo,prefix-lru"
 ALL_ROUTERS = "round-robin,random,least-loaded,cache-aware,session"
 
@@ -76,8 +78,19 @@ def run_both(kvindex, trace, args):
     return json.loads(out.stdout)["results"], json.loads(ref.stdout)["results"]
 
 
+def flatten_tiers(row):
+    """kvindex nests per-tier counts ({"tiers": {"gpu": {...}}}); the reference keeps them flat."""
+    for t, counts in row.get("tiers", {}).items():
+        row[f"prefix_hit_{t}"] = counts["prefix_hit_blocks"]
+        row[f"any_hit_{t}"] = counts["any_hit_blocks"]
+    for inst in row.get("per_instance", []):
+        flatten_tiers(inst)
+
+
 def compare(label, ours, theirs):
     problems = []
+    for row in ours:
+        flatten_tiers(row)
     if len(ours) != len(theirs):
         return [f"{label}: {len(ours)} rows vs reference {len(theirs)}"]
     for a, b in zip(ours, theirs):
@@ -85,11 +98,11 @@ def compare(label, ours, theirs):
         for key in ("policy", "capacity", "router", "instances"):
             if a[key] != b[key]:
                 problems.append(f"{label} {config}: {key} {a[key]} vs reference {b[key]}")
-        for key in COUNTS:
+        for key in COUNTS + TIER_COUNTS:
             if a[key] != b[key]:
                 problems.append(f"{label} {config}: {key} {a[key]} vs reference {b[key]}")
         for ia, ib in zip(a["per_instance"], b["per_instance"]):
-            for key in COUNTS:
+            for key in COUNTS + TIER_COUNTS:
                 if ia[key] != ib[key]:
                     problems.append(f"{label} {config} instance {ia['instance']}: {key} "
                                     f"{ia[key]} vs reference {ib[key]}")
@@ -113,6 +126,16 @@ def main():
             ours, theirs = run_both(kvindex, path, args)
             rows += len(ours)
             problems += compare(f"seed {seed} {kind}", ours, theirs)
+            # Tiers: a small GPU over a shared CPU pool and disk, each alone and both.
+            for tiers in (["--cpu-capacity", "5"], ["--disk-capacity", "7"],
+                          ["--cpu-capacity", "4", "--disk-capacity", "9"],
+                          ["--cpu-capacity", "3", "--disk-capacity", "inf"]):
+                args = ["--policy", ALL_POLICIES, "--router", "cache-aware,random",
+                        "--capacity", "1,3", "--instances", "1,3",
+                        "--seed", str(seed * 7)] + tiers
+                ours, theirs = run_both(kvindex, path, args)
+                rows += len(ours)
+                problems += compare(f"seed {seed} {kind} {' '.join(tiers)}", ours, theirs)
     if shared:
         for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
             path = os.path.join(shared, name)
@@ -122,6 +145,11 @@ def main():
             ours, theirs = run_both(kvindex, path, args)
             rows += len(ours)
             problems += compare(name, ours, theirs)
+            ours, theirs = run_both(kvindex, path, ["--max-requests", "300", "--capacity", "64",
+                                                    "--cpu-capacity", "128",
+                                                    "--disk-capacity", "256", "--instances", "2"])
+            rows += len(ours)
+            problems += compare(name + " tiers", ours, theirs)
             ours, theirs = run_both(kvindex, path, ["--max-requests", "1000", "--router",
                                                     "random,least-loaded", "--instances", "3"])
             rows += len(ours)

@@ -8,6 +8,13 @@ reports with the C++ one.
 
   sim_reference.py TRACE [--capacity LIST] [--policy LIST] [--router LIST] [--instances LIST]
                    [--seed N] [--block-tokens N] [--max-requests N]
+                   [--cpu-capacity N|inf] [--disk-capacity N|inf]
+
+Tiers (SPEC §6): each instance's cache is its GPU tier; an optional shared CPU pool and shared
+disk, both LRU and inclusive. Lookup: a block is served by the instance's GPU, else the pool,
+else the disk. Access of a block missing from the GPU: first refresh its copy in the highest
+shared tier that holds it, then insert it into the GPU; a GPU victim is written to the CPU pool
+(or to the disk when there is no pool), a CPU victim to the disk, a disk victim is dropped.
 
 prints {"results": [row, ...]} on stdout, rows in the same grid order as kvindex
 (policy, capacity, router, instances).
@@ -83,10 +90,12 @@ class Cache:
         raise ValueError(self.policy)
 
     def access(self, block, previous, now):
+        """Touches block; returns the evicted block or None."""
+        victim = None
         if self.has(block):
             self.last_access[block] = now
             self.freq[block] += 1
-            return
+            return None
         if self.capacity is not None and len(self.resident) >= self.capacity:
             victim = self.pick_victim()
             self.resident.remove(victim)
@@ -101,20 +110,38 @@ class Cache:
             self.parent[block] = previous
         else:
             self.parent[block] = None
+        return victim
 
 
-def simulate(requests, policy, capacity, router, n, seed, block_tokens):
+TIERS = ["gpu", "cpu", "disk"]
+
+
+def simulate(requests, policy, capacity, router, n, seed, block_tokens, cpu_cap=0, disk_cap=0):
     caches = [Cache(policy, capacity) for _ in range(n)]
+    cpu = Cache("lru", cpu_cap) if cpu_cap != 0 else None   # cpu_cap None = infinite
+    disk = Cache("lru", disk_cap) if disk_cap != 0 else None
+    shared_evictions = [dict(cpu_evictions=0, disk_evictions=0) for _ in range(n)]
     load = [0] * n
     stats = [dict(requests=0, blocks=0, prefix_hit_blocks=0, any_hit_blocks=0,
-                  input_tokens=0, prefix_hit_tokens=0) for _ in range(n)]
+                  input_tokens=0, prefix_hit_tokens=0,
+                  **{f"prefix_hit_{t}": 0 for t in TIERS}, **{f"any_hit_{t}": 0 for t in TIERS})
+             for _ in range(n)]
     rng = SplitMix64(seed)
     session = {}
     now = 0
 
+    def tier_of(cache, b):
+        if cache.has(b):
+            return "gpu"
+        if cpu is not None and cpu.has(b):
+            return "cpu"
+        if disk is not None and disk.has(b):
+            return "disk"
+        return None
+
     def prefix_of(cache, ids):
         k = 0
-        while k < len(ids) and cache.has(ids[k]):
+        while k < len(ids) and tier_of(cache, ids[k]) is not None:
             k += 1
         return k
 
@@ -142,14 +169,37 @@ def simulate(requests, policy, capacity, router, n, seed, block_tokens):
         else:
             raise ValueError(router)
         cache = caches[inst]
+        s = stats[inst]
         prefix = prefix_of(cache, ids)
-        anyhit = sum(1 for b in ids if cache.has(b))
+        anyhit = 0
+        for k, b in enumerate(ids):
+            t = tier_of(cache, b)
+            if t is not None:
+                anyhit += 1
+                s[f"any_hit_{t}"] += 1
+                if k < prefix:
+                    s[f"prefix_hit_{t}"] += 1
         previous = None
         for b in ids:
             now += 1
-            cache.access(b, previous, now)
+            # Every access of any tier gets its own time, so recency never ties.
+            if not cache.has(b):
+                if cpu is not None and cpu.has(b):
+                    cpu.access(b, None, now)
+                elif disk is not None and disk.has(b):
+                    disk.access(b, None, now)
+            now += 1
+            victim = cache.access(b, previous, now)
+            if victim is not None and cpu is not None:
+                now += 1
+                victim = cpu.access(victim, None, now)
+                if victim is not None:
+                    shared_evictions[inst]["cpu_evictions"] += 1
+            if victim is not None and disk is not None:
+                now += 1
+                if disk.access(victim, None, now) is not None:
+                    shared_evictions[inst]["disk_evictions"] += 1
             previous = b
-        s = stats[inst]
         s["requests"] += 1
         s["blocks"] += len(ids)
         s["prefix_hit_blocks"] += prefix
@@ -162,6 +212,7 @@ def simulate(requests, policy, capacity, router, n, seed, block_tokens):
     for k in range(n):
         stats[k]["evictions"] = caches[k].evictions
         stats[k]["resident_blocks"] = len(caches[k].resident)
+        stats[k].update(shared_evictions[k])
     total = {key: sum(s[key] for s in stats) for key in stats[0]}
     row = dict(policy=policy, capacity=capacity, router=router, instances=n, **total)
     row["per_instance"] = [dict(instance=k, **stats[k]) for k in range(n)]
@@ -178,9 +229,14 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-tokens", type=int, default=0)
     p.add_argument("--max-requests", type=int, default=0)
+    p.add_argument("--cpu-capacity", default="")
+    p.add_argument("--disk-capacity", default="")
     a = p.parse_args()
     requests, bailian = read_trace(a.trace, a.max_requests)
     block_tokens = a.block_tokens or (16 if bailian else 512)
+    def tier_cap(text):
+        return 0 if text == "" else (None if text == "inf" else int(text))
+    cpu_cap, disk_cap = tier_cap(a.cpu_capacity), tier_cap(a.disk_capacity)
     rows = []
     for policy in a.policy.split(","):
         for cap in a.capacity.split(","):
@@ -188,7 +244,7 @@ def main():
             for router in a.router.split(","):
                 for n in a.instances.split(","):
                     rows.append(simulate(requests, policy, capacity, router, int(n), a.seed,
-                                         block_tokens))
+                                         block_tokens, cpu_cap, disk_cap))
     json.dump({"results": rows}, sys.stdout)
     sys.stdout.write("\n")
 

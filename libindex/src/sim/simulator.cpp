@@ -29,6 +29,32 @@ std::string_view RouterName(RouterKind router) {
   return "?";
 }
 
+std::string_view TierName(int tier) {
+  switch (tier) {
+    case kGpu: return "gpu";
+    case kCpu: return "cpu";
+    case kDisk: return "disk";
+  }
+  return "?";
+}
+
+void SimCounts::Add(const SimCounts& o) {
+  requests += o.requests;
+  blocks += o.blocks;
+  prefix_hit_blocks += o.prefix_hit_blocks;
+  any_hit_blocks += o.any_hit_blocks;
+  evictions += o.evictions;
+  input_tokens += o.input_tokens;
+  prefix_hit_tokens += o.prefix_hit_tokens;
+  resident_blocks += o.resident_blocks;
+  for (int t = 0; t < kTiers; ++t) {
+    prefix_hit_tier[t] += o.prefix_hit_tier[t];
+    any_hit_tier[t] += o.any_hit_tier[t];
+  }
+  cpu_evictions += o.cpu_evictions;
+  disk_evictions += o.disk_evictions;
+}
+
 Result<PreparedTrace> PreparedTrace::Prepare(const Trace& trace) {
   PreparedTrace out;
   out.format_ = trace.format;
@@ -39,6 +65,7 @@ Result<PreparedTrace> PreparedTrace::Prepare(const Trace& trace) {
   out.input_length_.reserve(trace.requests.size());
   out.chat_id_.reserve(trace.requests.size());
   out.parent_chat_id_.reserve(trace.requests.size());
+  out.timestamp_ms_.reserve(trace.requests.size());
   // The public traces number their ids densely from 0, so when the largest id is small
   // compared with the trace, a direct table replaces the hash map (about 10x faster); otherwise
   // a hash map handles arbitrary 64-bit ids.
@@ -76,6 +103,7 @@ Result<PreparedTrace> PreparedTrace::Prepare(const Trace& trace) {
     out.input_length_.push_back(r.input_length);
     out.chat_id_.push_back(r.chat_id.value_or(-1));
     out.parent_chat_id_.push_back(r.parent_chat_id.value_or(-1));
+    out.timestamp_ms_.push_back(r.timestamp_ms);
   }
   out.distinct_blocks_ = static_cast<uint32_t>(distinct);
   return out;
@@ -83,7 +111,7 @@ Result<PreparedTrace> PreparedTrace::Prepare(const Trace& trace) {
 
 namespace {
 
-// The simulated cluster: one cache per instance plus what the routers need.
+// The simulated cluster: one GPU cache per instance, the shared tiers, and what the routers need.
 class Cluster {
  public:
   Cluster(const PreparedTrace& trace, const SimConfig& config)
@@ -93,6 +121,13 @@ class Cluster {
       caches_.emplace_back(config.policy, config.capacity, trace.distinct_blocks());
       by_load_.emplace(0, i);
     }
+    if (config.cpu_capacity != 0) {
+      cpu_.emplace(PolicyKind::kLru, config.cpu_capacity, trace.distinct_blocks());
+    }
+    if (config.disk_capacity != 0) {
+      disk_.emplace(PolicyKind::kLru, config.disk_capacity, trace.distinct_blocks());
+    }
+    tiered_ = cpu_.has_value() || disk_.has_value();
     counts_.resize(config.instances);
   }
 
@@ -105,28 +140,37 @@ class Cluster {
     report.config = config_;
     for (uint32_t i = 0; i < config_.instances; ++i) {
       counts_[i].resident_blocks = caches_[i].size();
-      SimCounts& t = report.total;
-      const SimCounts& c = counts_[i];
-      t.requests += c.requests;
-      t.blocks += c.blocks;
-      t.prefix_hit_blocks += c.prefix_hit_blocks;
-      t.any_hit_blocks += c.any_hit_blocks;
-      t.evictions += c.evictions;
-      t.input_tokens += c.input_tokens;
-      t.prefix_hit_tokens += c.prefix_hit_tokens;
-      t.resident_blocks += c.resident_blocks;
+      report.total.Add(counts_[i]);
     }
     report.per_instance = counts_;
+    for (SimWindow& w : windows_) {
+      for (const SimCounts& c : w.per_instance) w.total.Add(c);
+    }
+    report.windows = std::move(windows_);
     return report;
   }
 
  private:
-  // Longest resident prefix of request `i`'s blocks on `instance`.
+  // The tier that would serve `block` on `instance`, or -1 when no tier holds it.
+  int Where(uint32_t instance, BlockIndex block) const {
+    if (caches_[instance].Contains(block)) return kGpu;
+    if (cpu_ && cpu_->Contains(block)) return kCpu;
+    if (disk_ && disk_->Contains(block)) return kDisk;
+    return -1;
+  }
+
+  // Longest prefix of request `i`'s blocks resident on `instance` (any tier).
   uint64_t PrefixBlocks(size_t i, uint32_t instance) const {
-    const BlockCache& cache = caches_[instance];
     const auto& blocks = trace_.blocks();
     uint64_t n = 0;
-    for (uint64_t b = trace_.begin(i); b < trace_.end(i) && cache.Contains(blocks[b]); ++b) ++n;
+    if (!tiered_) {
+      const BlockCache& cache = caches_[instance];
+      for (uint64_t b = trace_.begin(i); b < trace_.end(i) && cache.Contains(blocks[b]); ++b) ++n;
+      return n;
+    }
+    for (uint64_t b = trace_.begin(i); b < trace_.end(i) && Where(instance, blocks[b]) >= 0; ++b) {
+      ++n;
+    }
     return n;
   }
 
@@ -173,28 +217,92 @@ class Cluster {
     return 0;
   }
 
+  // Writes a GPU victim down the shared tiers: CPU pool, then disk; a disk victim is dropped.
+  void WriteDown(BlockIndex victim, SimCounts& d) {
+    if (cpu_) {
+      victim = cpu_->Access(victim, kNoBlock).victim;
+      if (victim == kNoBlock) return;
+      ++d.cpu_evictions;
+    }
+    if (disk_ && disk_->Access(victim, kNoBlock).victim != kNoBlock) ++d.disk_evictions;
+  }
+
   void Process(size_t i) {
     const uint32_t instance = Route(i);
     BlockCache& cache = caches_[instance];
-    SimCounts& c = counts_[instance];
     const auto& blocks = trace_.blocks();
     const uint64_t begin = trace_.begin(i), end = trace_.end(i);
+    SimCounts d;
 
     // Lookup: changes nothing.
-    const uint64_t prefix = PrefixBlocks(i, instance);
-    uint64_t any = prefix;
-    for (uint64_t b = begin + prefix; b < end; ++b) any += cache.Contains(blocks[b]) ? 1 : 0;
+    uint64_t prefix = 0, any = 0;
+    if (!tiered_) {
+      prefix = PrefixBlocks(i, instance);
+      any = prefix;
+      for (uint64_t b = begin + prefix; b < end; ++b) any += cache.Contains(blocks[b]) ? 1 : 0;
+      d.prefix_hit_tier[kGpu] = prefix;
+      d.any_hit_tier[kGpu] = any;
+    } else {
+      bool in_prefix = true;
+      for (uint64_t b = begin; b < end; ++b) {
+        const int tier = Where(instance, blocks[b]);
+        if (tier < 0) {
+          in_prefix = false;
+          continue;
+        }
+        ++any;
+        ++d.any_hit_tier[tier];
+        if (in_prefix) {
+          ++prefix;
+          ++d.prefix_hit_tier[tier];
+        }
+      }
+    }
 
     // Access: every block in order.
-    c.evictions += cache.AccessSequence(blocks.data() + begin, static_cast<size_t>(end - begin));
+    if (!tiered_) {
+      d.evictions = cache.AccessSequence(blocks.data() + begin, static_cast<size_t>(end - begin));
+    } else {
+      BlockIndex parent = kNoBlock;
+      for (uint64_t b = begin; b < end; ++b) {
+        const BlockIndex block = blocks[b];
+        if (!cache.Contains(block)) {
+          // A lower-tier hit: refresh the pool copy first, then copy the block into the GPU.
+          if (cpu_ && cpu_->Contains(block)) {
+            cpu_->Access(block, kNoBlock);
+          } else if (disk_ && disk_->Contains(block)) {
+            disk_->Access(block, kNoBlock);
+          }
+        }
+        const BlockIndex victim = cache.Access(block, parent).victim;
+        if (victim != kNoBlock) {
+          ++d.evictions;
+          WriteDown(victim, d);
+        }
+        parent = block;
+      }
+    }
 
     const uint64_t n = end - begin;
-    ++c.requests;
-    c.blocks += n;
-    c.prefix_hit_blocks += prefix;
-    c.any_hit_blocks += any;
-    c.input_tokens += trace_.input_length(i);
-    c.prefix_hit_tokens += PrefixTokens(i, prefix);
+    d.requests = 1;
+    d.blocks = n;
+    d.prefix_hit_blocks = prefix;
+    d.any_hit_blocks = any;
+    d.input_tokens = trace_.input_length(i);
+    d.prefix_hit_tokens = PrefixTokens(i, prefix);
+    counts_[instance].Add(d);
+    if (config_.window_ms > 0) {
+      const double offset = trace_.timestamp_ms(i) - trace_.timestamp_ms(0);
+      const size_t w = static_cast<size_t>(offset / config_.window_ms);
+      while (windows_.size() <= w) {
+        SimWindow window;
+        window.start_ms = trace_.timestamp_ms(0) +
+                          static_cast<double>(windows_.size()) * config_.window_ms;
+        window.per_instance.resize(config_.instances);
+        windows_.push_back(std::move(window));
+      }
+      windows_[w].per_instance[instance].Add(d);
+    }
 
     // The ordered set is kept only for the routers that ask for the least-loaded instance.
     const bool ordered = config_.router == RouterKind::kLeastLoaded ||
@@ -211,7 +319,11 @@ class Cluster {
   SimConfig config_;
   SplitMix64 rng_;
   std::vector<BlockCache> caches_;
+  std::optional<BlockCache> cpu_;   // shared CPU pool
+  std::optional<BlockCache> disk_;  // shared disk
+  bool tiered_ = false;
   std::vector<SimCounts> counts_;
+  std::vector<SimWindow> windows_;
   std::vector<uint64_t> load_;  // blocks accessed so far, per instance
   std::set<std::pair<uint64_t, uint32_t>> by_load_;  // (load, instance): least loaded first
   std::unordered_map<int64_t, uint32_t> session_;   // chat id -> instance
@@ -223,9 +335,40 @@ Result<SimReport> Simulate(const PreparedTrace& trace, const SimConfig& config) 
   if (config.instances == 0) return Status::InvalidArgument("instances must be at least 1");
   if (config.capacity == 0) return Status::InvalidArgument("capacity must be at least 1 block");
   if (config.block_tokens == 0) return Status::InvalidArgument("block tokens must be at least 1");
+  if (!(config.window_ms >= 0)) return Status::InvalidArgument("window must not be negative");
+  if (config.window_ms > 0 && trace.requests() > 0) {
+    const double span = trace.timestamp_ms(trace.requests() - 1) - trace.timestamp_ms(0);
+    if (span / config.window_ms > 1e6) {
+      return Status::InvalidArgument("window too short: more than 10^6 windows");
+    }
+  }
   Cluster cluster(trace, config);
   cluster.Run();
   return cluster.Report();
+}
+
+StorageBenchmarkCounts StorageBenchmark(const PreparedTrace& trace) {
+  StorageBenchmarkCounts out;
+  std::vector<uint8_t> seen(trace.distinct_blocks(), 0);
+  const auto& blocks = trace.blocks();
+  for (size_t i = 0; i < trace.requests(); ++i) {
+    ++out.requests;
+    bool contiguous = true;
+    for (uint64_t b = trace.begin(i); b < trace.end(i); ++b) {
+      ++out.total_blocks;
+      if (seen[blocks[b]] != 0) {
+        ++out.read_blocks;
+        if (b > trace.begin(i)) ++out.hits_after_first;
+        if (contiguous) ++out.contiguous_prefix_hits;
+      } else {
+        ++out.write_blocks;
+        seen[blocks[b]] = 1;
+        contiguous = false;
+      }
+    }
+  }
+  out.prefix_hits = out.read_blocks;
+  return out;
 }
 
 }  // namespace kvindex::sim
