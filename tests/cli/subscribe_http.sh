@@ -4,7 +4,7 @@
 # batches of 4 tokens (batch s holds tokens 4s..4s+3), so a prompt of tokens 0..N-1 matches
 # 4*min(N/4, 20) tokens on GPU, DP rank 0.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.sh"
+. "$(dirname "$0")/live_lib.bash"
 
 # Usage errors (exit 2).
 run "$KVINDEX" subscribe --source a=vllm@tcp://127.0.0.1:1,model=m --http 127.0.0.1:http
