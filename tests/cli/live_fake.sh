@@ -24,7 +24,7 @@ sub=$!
 PIDS+=("$sub")
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$port" --replay-port "$((port + 1))" \
   --count 200 --rate 2000 --drop-every 10 --duplicate-every 7 --corrupt-every 13 \
-  --wait-subscribers 1 --wait-timeout 20 --linger 2
+  --wait-subscribers 1 --wait-timeout 20 --linger 2 --emit-queries "$TMP/q.jsonl" --query-every 25
 expect_status 0 "publish-fake"
 kill -TERM "$sub"
 wait "$sub"
@@ -34,7 +34,15 @@ import json,re,sys
 t=json.load(open(sys.argv[1]))["total"]
 d,u,c=map(int,re.search(r"(\d+) dropped, (\d+) duplicated, (\d+) corrupted",open(sys.argv[2]).read()).groups())
 assert t["applied"]==200 and t["lost"]==0, t
-assert t["recovered"]==d+c and t["malformed"]==c, (t, d, c)   # each drop and corrupt copy replayed
+# Each drop and corrupt copy is replayed; a slow start can add a batch recovered by the replay of
+# an earlier hole before its live copy arrived (timing, not loss), so "at least".
+assert t["recovered"]>=d+c and t["malformed"]==c, (t, d, c)
 assert t["duplicates"]>=u, (t, u)
 ' "$TMP/f.json" "$stderr_file" || fail "recovery counters"
+# The recording, replayed offline, answers every query the fake emitted exactly as its own model
+# says (issue 8: publish-fake -> record -> replay --queries), at every `after` position.
+run "$KVINDEX" replay "$TMP/f.kvcap" --queries "$TMP/q.jsonl"
+expect_status 0 "replay --queries of the recording"
+expect_stderr_contains " 0 differ"
+[ "$(wc -l <"$TMP/q.jsonl")" -ge 5 ] || fail "too few emitted queries"
 finish
