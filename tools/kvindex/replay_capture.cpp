@@ -84,8 +84,7 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
 }
 
 struct PendingQuery {
-  std::string id;  // as given (string or number), rendered as JSON
-  json id_json;
+  json id_json;  // as given (string or number)
   QueryRequest request;
   std::optional<json> expect;
   size_t line = 0;
