@@ -53,6 +53,7 @@ struct ReplayOptions {
   double window_s = 0;        // 0 = no windows
   std::string csv;            // empty = none; "-" = stdout
   std::string plot;           // empty = none
+  std::string to_trace;       // capture only: derive a request trace into FILE
 };
 
 enum class InputKind { kTrace, kCapture };
@@ -588,6 +589,12 @@ Status RunTraceReplay(const ReplayOptions& options) {
 Status RunReplay(ReplayOptions options) {
   // Usage errors first, before touching the input.
   KVINDEX_RETURN_IF_ERROR(ParseGrid(options).status());
+  if (!options.to_trace.empty() && (options.dump || !options.queries.empty())) {
+    return Status::InvalidArgument("--to-trace: not with --dump or --queries");
+  }
+  if (options.to_trace == "-" && options.json == "-") {
+    return Status::InvalidArgument("--to-trace - and --json -: only one can go to stdout");
+  }
   options.input = options.inputs.front();
   KVINDEX_ASSIGN_OR_RETURN(InputKind kind, DetectInput(options.input));
   switch (kind) {
@@ -599,6 +606,11 @@ Status RunReplay(ReplayOptions options) {
       if (options.dump || !options.queries.empty()) {
         return Status::InvalidArgument(options.input +
                                        ": --dump and --queries apply to captures, not traces");
+      }
+      if (!options.to_trace.empty()) {
+        return Status::InvalidArgument(options.input +
+                                       ": --to-trace derives a trace from a capture; this is "
+                                       "already a request trace");
       }
       return RunTraceReplay(options);
     case InputKind::kCapture: {
@@ -614,6 +626,7 @@ Status RunReplay(ReplayOptions options) {
       args.queries = options.queries;
       args.json = options.json;
       args.max_blocks = options.max_blocks;
+      args.to_trace = options.to_trace;
       return RunCaptureReplay(args);
     }
   }
@@ -678,6 +691,9 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--plot", options->plot,
                   "Write an SVG chart to FILE: prefix hit rate against capacity per "
                   "policy/router (a sweep), or over time with --window");
+  cmd->add_option("--to-trace", options->to_trace,
+                  "Capture: derive a request trace (Mooncake JSONL) into FILE ('-' = stdout): "
+                  "one request per stored chain, hash_ids = the chain's blocks from the root");
   cmd->callback([options, &outcome] {
     outcome.command = "replay";
     outcome.status = RunReplay(*options);
