@@ -85,18 +85,29 @@ Result<uint64_t> ParsePositive(const std::string& flag, const std::string& item)
 }
 
 struct Grid {
-  uint64_t cpu_capacity = 0;   // 0 = no tier
-  uint64_t disk_capacity = 0;  // 0 = no tier
+  std::vector<uint64_t> cpu_capacities{0};   // 0 = no tier
+  std::vector<uint64_t> disk_capacities{0};  // 0 = no tier
   std::vector<sim::PolicyKind> policies;
   std::vector<uint64_t> capacities;
   std::vector<sim::RouterKind> routers;
   std::vector<uint32_t> instances;
 };
 
-Result<uint64_t> ParseTierCapacity(const std::string& flag, const std::string& text) {
-  if (text.empty()) return uint64_t{0};
-  if (text == "inf") return sim::kInfiniteCapacity;
-  return ParsePositive(flag, text);
+// A tier capacity list: positive integers, `inf`, or `none` (no such tier); empty = none.
+Result<std::vector<uint64_t>> ParseTierCapacities(const std::string& flag, const std::string& text) {
+  std::vector<uint64_t> out;
+  if (text.empty()) return std::vector<uint64_t>{0};
+  for (const std::string& item : SplitList(text)) {
+    if (item == "none") {
+      out.push_back(0);
+    } else if (item == "inf") {
+      out.push_back(sim::kInfiniteCapacity);
+    } else {
+      KVINDEX_ASSIGN_OR_RETURN(uint64_t capacity, ParsePositive(flag, item));
+      out.push_back(capacity);
+    }
+  }
+  return out;
 }
 
 Result<Grid> ParseGrid(const ReplayOptions& options) {
@@ -111,10 +122,10 @@ Result<Grid> ParseGrid(const ReplayOptions& options) {
     return Status::InvalidArgument(
         "--plot: needs --window (hit rate over time) or finite --capacity values (a sweep)");
   }
-  KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacity,
-                           ParseTierCapacity("--cpu-capacity", options.cpu_capacity));
-  KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacity,
-                           ParseTierCapacity("--disk-capacity", options.disk_capacity));
+  KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacities,
+                           ParseTierCapacities("--cpu-capacity", options.cpu_capacity));
+  KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacities,
+                           ParseTierCapacities("--disk-capacity", options.disk_capacity));
   for (const std::string& item : SplitList(options.policy)) {
     auto policy = sim::ParsePolicy(item);
     if (!policy) {
@@ -456,17 +467,21 @@ Status RunTraceReplay(const ReplayOptions& options) {
     for (uint64_t capacity : grid.capacities) {
       for (sim::RouterKind router : grid.routers) {
         for (uint32_t instances : grid.instances) {
-          sim::SimConfig config;
-          config.policy = policy;
-          config.capacity = capacity;
-          config.router = router;
-          config.instances = instances;
-          config.seed = options.seed;
-          config.block_tokens = block_tokens;
-          config.cpu_capacity = grid.cpu_capacity;
-          config.disk_capacity = grid.disk_capacity;
-          config.window_ms = options.window_s * 1000.0;
-          configs.push_back(config);
+          for (uint64_t cpu : grid.cpu_capacities) {
+            for (uint64_t disk : grid.disk_capacities) {
+              sim::SimConfig config;
+              config.policy = policy;
+              config.capacity = capacity;
+              config.router = router;
+              config.instances = instances;
+              config.seed = options.seed;
+              config.block_tokens = block_tokens;
+              config.cpu_capacity = cpu;
+              config.disk_capacity = disk;
+              config.window_ms = options.window_s * 1000.0;
+              configs.push_back(config);
+            }
+          }
         }
       }
     }
@@ -517,7 +532,9 @@ Status RunTraceReplay(const ReplayOptions& options) {
                    "prefix_hits", "any_hits", "evictions", "prefix_block", "any_block",
                    "prefix_token"});
   nlohmann::json rows = nlohmann::json::array();
-  const bool tiered = grid.cpu_capacity != 0 || grid.disk_capacity != 0;
+  const bool tiered =
+      std::any_of(configs.begin(), configs.end(),
+                  [](const sim::SimConfig& c) { return c.cpu_capacity != 0 || c.disk_capacity != 0; });
   std::vector<sim::SimReport> reports;
   for (auto& result : results) {
     if (!result->ok()) return result->status();
@@ -674,11 +691,11 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", options->json, "Write {\"results\": [row...]} to FILE ('-' = stdout)");
   cmd->add_option("--cpu-capacity", options->cpu_capacity,
-                  "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers; 'inf' = "
-                  "unbounded (default: no CPU tier)");
+                  "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers, comma list; "
+                  "'inf' = unbounded, 'none' = no CPU tier (default: none)");
   cmd->add_option("--disk-capacity", options->disk_capacity,
-                  "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool; 'inf' = "
-                  "unbounded (default: no disk tier)");
+                  "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool, comma list; "
+                  "'inf' = unbounded, 'none' = no disk tier (default: none)");
   cmd->add_option("--mode", options->mode,
                   "simulate (default), or storage-benchmark: the upstream storage benchmark's "
                   "counting (unbounded set, hit = membership)");
