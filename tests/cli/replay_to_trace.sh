@@ -8,9 +8,14 @@ PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 SRC=${KVINDEX_SOURCE_DIR:-$(dirname "$0")/../..}
 CHECK="$PY $SRC/tests/data/trace_structure.py"
 
+# Every replay flag (docs/cli.md) is in --help.
 run "$KVINDEX" replay --help
 expect_status 0 "--help"
-expect_stdout_contains "--to-trace"
+for flag in --dump --queries --max-blocks --block-tokens --max-requests --skip-bad --capacity \
+    --policy --router --instances --seed --threads --json --cpu-capacity --disk-capacity --mode \
+    --window --csv --plot --to-trace; do
+  expect_stdout_contains "$flag"
+done
 
 # --- the bundled sample (3,000 requests, prefix-consistent ids, no request fully cached): one
 # instance with room for everything, so every request publishes its missing suffix ---------------
