@@ -150,4 +150,27 @@ run "$KVINDEX" replay "$TMP/s.kvcap" --to-trace "$TMP/no/such/dir/x.jsonl"
 expect_status 1 "unwritable output"
 expect_stderr_contains "no/such/dir/x.jsonl"
 
+# --- both public traces (118 and 213 of their requests are fully cached by then and publish
+# nothing): the derived trace is the oracle's expectation, and replays to its hit counts ----------
+[ "$failures" -eq 0 ] || finish
+require_shared traces/conversation_trace.jsonl
+require_shared traces/synthetic_trace.jsonl
+for t in conversation synthetic; do
+  ORIG=$KVINDEX_SHARED_DIR/traces/${t}_trace.jsonl
+  run "$KVINDEX" publish-fake --format vllm --trace "$ORIG" --count 0 --block-size 4 \
+    --capacity 200000 --out "$TMP/$t.kvcap"
+  expect_status 0 "publish-fake --trace $t"
+  run "$KVINDEX" replay "$TMP/$t.kvcap" --to-trace "$TMP/$t.derived"
+  expect_status 0 "--to-trace $t"
+  $CHECK expect "$ORIG" 1 >"$TMP/$t.expected"
+  $CHECK ordered "$TMP/$t.expected" "$TMP/$t.derived" 4 >"$TMP/check" || fail "$t structure: $(head -5 "$TMP/check")"
+  run "$KVINDEX" replay "$TMP/$t.expected" "${GRID[@]}" --json "$TMP/$t.e.json"
+  expect_status 0 "replay $t expected"
+  run "$KVINDEX" replay "$TMP/$t.derived" "${GRID[@]}" --block-tokens 4 --json "$TMP/$t.d.json"
+  expect_status 0 "replay $t derived"
+  $CHECK hits "$TMP/$t.e.json" "$TMP/$t.d.json" >"$TMP/check" || fail "$t hit counts: $(head -5 "$TMP/check")"
+done
+[ "$(wc -l <"$TMP/conversation.derived")" -eq 11913 ] || fail "conversation: 12,031 - 118 requests expected"
+[ "$(wc -l <"$TMP/synthetic.derived")" -eq 3780 ] || fail "synthetic: 3,993 - 213 requests expected"
+
 finish
