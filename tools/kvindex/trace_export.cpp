@@ -58,13 +58,9 @@ uint32_t TraceExporter::ScopeId(const SourceConfig& source, const EventScopeFiel
 }
 
 uint32_t TraceExporter::IdOf(uint32_t scope, uint64_t prefix) {
-  auto& entries = ids_[prefix];
-  for (const auto& [s, id] : entries) {
-    if (s == scope) return id;
-  }
-  const uint32_t id = static_cast<uint32_t>(stats_.distinct_ids++);
-  entries.emplace_back(scope, id);
-  return id;
+  const auto [it, added] = ids_.try_emplace(IdKey{prefix, scope}, 0);
+  if (added) it->second = static_cast<uint32_t>(stats_.distinct_ids++);
+  return it->second;
 }
 
 void TraceExporter::OnApplied(const SourceConfig& source, uint64_t seq, int64_t recv_ns,

@@ -6,6 +6,8 @@
 // whose `hash_ids` are the whole chain from the root to its last block: the parent's chain, then
 // its own blocks. Blocks are identified by (scope, kvindex prefix hash) and numbered densely in
 // first-seen order, so the same prefix gets the same id in every request and from every source.
+//
+// Thread safety: none; one thread (the one reading the capture) drives an exporter.
 #ifndef KVINDEX_TOOLS_TRACE_EXPORT_H_
 #define KVINDEX_TOOLS_TRACE_EXPORT_H_
 
@@ -92,7 +94,17 @@ class TraceExporter {
   std::map<std::string, SourceState> sources_;  // by SourceDisplayName
   std::map<std::string, uint64_t> tier_bits_;
   std::map<std::string, uint32_t> scopes_;
-  std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> ids_;  // prefix -> (scope, id)
+  struct IdKey {
+    uint64_t prefix = 0;
+    uint32_t scope = 0;
+    friend bool operator==(const IdKey&, const IdKey&) = default;
+  };
+  struct IdKeyHash {
+    size_t operator()(const IdKey& k) const noexcept {
+      return static_cast<size_t>(k.prefix ^ (uint64_t{k.scope} * 0x9E3779B97F4A7C15ull));
+    }
+  };
+  std::unordered_map<IdKey, uint32_t, IdKeyHash> ids_;  // (prefix hash, scope) -> trace id
   std::optional<int64_t> first_ns_;
   int64_t last_us_ = 0;
   std::vector<uint32_t> chain_;  // scratch
