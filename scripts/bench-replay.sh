@@ -8,8 +8,43 @@
 #      straightforward Python simulator, timed in the same run; their counts must agree.
 # Raw results: bench/results/replay_bench-<commit>.json and replay_sweep-<commit>.json.
 #   scripts/bench-replay.sh [TRACE]
+#
+#   scripts/bench-replay.sh --plots
+# instead regenerates the checked-in charts docs/img/*.svg (README.md, docs/simulation.md) and
+# prints the tier tables behind them: the bundled sample and both public traces
+# (../shared/traces, or $KVINDEX_SHARED_DIR/traces), with shared CPU/disk tiers and --plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--plots" ]; then
+  SHARED=${KVINDEX_SHARED_DIR:-../shared}/traces
+  for t in conversation synthetic; do
+    [ -f "$SHARED/${t}_trace.jsonl" ] || { echo "bench-replay: trace not found: $SHARED/${t}_trace.jsonl" >&2; exit 1; }
+  done
+  cmake -S . -B build/bench-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVINDEX_BUILD_TESTS=OFF \
+    -DKVINDEX_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build build/bench-release -j "$(nproc)" --target kvindex_cli >/dev/null
+  KVINDEX=build/bench-release/tools/kvindex/kvindex
+  mkdir -p docs/img
+  echo "== sample: policies x capacities x routers, 4 instances -> docs/img/sample-capacity.svg =="
+  "$KVINDEX" replay traces/sample.jsonl --instances 4 --policy lru,lfu,prefix-lru \
+    --capacity 100,300,1000,3000,10000 --router round-robin,cache-aware \
+    --plot docs/img/sample-capacity.svg
+  echo "== sample: a shared CPU pool and disk below 4 small GPU caches =="
+  "$KVINDEX" replay traces/sample.jsonl --instances 4 --capacity 200,1000 \
+    --cpu-capacity none,2000 --disk-capacity none,8000 --router round-robin,cache-aware
+  echo "== conversation: over time, 5-minute windows -> docs/img/conversation-over-time.svg =="
+  "$KVINDEX" replay "$SHARED/conversation_trace.jsonl" --instances 4 --capacity 2000 \
+    --cpu-capacity 8000 --policy lru,prefix-lru --router round-robin,cache-aware --window 300 \
+    --plot docs/img/conversation-over-time.svg
+  for t in conversation synthetic; do
+    echo "== $t: GPU capacity x (no / 8,000-block CPU pool) x (no / 32,000-block disk) -> docs/img/$t-tiers.svg =="
+    "$KVINDEX" replay "$SHARED/${t}_trace.jsonl" --instances 4 \
+      --capacity 250,500,1000,2000,4000,8000 --cpu-capacity none,8000 --disk-capacity none,32000 \
+      --router round-robin,cache-aware --plot "docs/img/$t-tiers.svg"
+  done
+  exit 0
+fi
 TRACE=${1:-../shared/traces/conversation_trace.jsonl}
 [ -f "$TRACE" ] || { echo "bench-replay: trace not found: $TRACE" >&2; exit 1; }
 PY=/usr/bin/python3

@@ -37,6 +37,13 @@ run "$KVINDEX" replay "$T" --policy lru,lfu --router round-robin,cache-aware --i
 expect_status 0 "sweep plot"
 check_svg "$TMP/sweep.svg" 4 3
 
+# Tier lists are series too: 2 CPU pools x 2 disks = 4 series, labelled by their tiers.
+run "$KVINDEX" replay "$T" --capacity 1,2,3 --cpu-capacity none,2 --disk-capacity none,4 \
+  --plot "$TMP/tiers.svg"
+expect_status 0 "tier sweep plot"
+check_svg "$TMP/tiers.svg" 4 3
+grep -q "cpu 2 disk 4" "$TMP/tiers.svg" || fail "tier series label"
+
 # Over time: 2 configurations, windows of 1 s -> 4 points each.
 run "$KVINDEX" replay "$T" --capacity 2,3 --window 1 --plot "$TMP/time.svg"
 expect_status 0 "time plot"

@@ -44,6 +44,20 @@ expect_status 0 "inf pool"
 cp "$stdout_file" "$TMP/i.json"
 check_json "$TMP/i.json" "d['results'][0]['tiers']['cpu']['prefix_hit_blocks'] == 3 and d['results'][0]['cpu_capacity'] is None"
 
+# Tier lists are grid axes (innermost: CPU, then disk; 'none' = no such tier). By hand: with only
+# a 1-block CPU pool, or only a 1-block disk, each GPU victim pushes out the previous one, so [1]
+# and [2] are gone when asked for again: prefix 0 (the CPU-only run still has 3 in the pool: any
+# 1). Both tiers: the cascade above, prefix 3.
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity none,1 --disk-capacity none,1 --json -
+expect_status 0 "tier lists"
+cp "$stdout_file" "$TMP/l.json"
+check_json "$TMP/l.json" "[(r['cpu_capacity'], r['disk_capacity'], r['prefix_hit_blocks']) for r in d['results']] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 3)]"
+check_json "$TMP/l.json" "[r['any_hit_blocks'] for r in d['results']][2] == 1"
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity none,1
+expect_status 0 "tier list table"
+grep -qE '^lru +1 +none +none ' "$stdout_file" || fail "table row without tiers"
+grep -qE '^lru +1 +1 +none ' "$stdout_file" || fail "table row with a CPU pool"
+
 # Bad tier capacities are usage errors.
 run "$KVINDEX" replay "$T" --cpu-capacity 0
 expect_status 2 "cpu 0"
@@ -51,6 +65,9 @@ expect_stderr_contains "--cpu-capacity"
 run "$KVINDEX" replay "$T" --disk-capacity lots
 expect_status 2 "disk text"
 expect_stderr_contains "--disk-capacity"
+run "$KVINDEX" replay "$T" --cpu-capacity none,0
+expect_status 2 "cpu list with 0"
+expect_stderr_contains "'0' is not a positive integer"
 
 # --window 2 (seconds): windows [0,2) [2,4) [4,6): blocks 2, 2, 2; prefix hits 0, 1 (disk),
 # 2 (cpu 1 + disk 1).

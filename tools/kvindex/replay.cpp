@@ -53,6 +53,7 @@ struct ReplayOptions {
   double window_s = 0;        // 0 = no windows
   std::string csv;            // empty = none; "-" = stdout
   std::string plot;           // empty = none
+  std::string to_trace;       // capture only: derive a request trace into FILE
 };
 
 enum class InputKind { kTrace, kCapture };
@@ -84,18 +85,29 @@ Result<uint64_t> ParsePositive(const std::string& flag, const std::string& item)
 }
 
 struct Grid {
-  uint64_t cpu_capacity = 0;   // 0 = no tier
-  uint64_t disk_capacity = 0;  // 0 = no tier
+  std::vector<uint64_t> cpu_capacities{0};   // 0 = no tier
+  std::vector<uint64_t> disk_capacities{0};  // 0 = no tier
   std::vector<sim::PolicyKind> policies;
   std::vector<uint64_t> capacities;
   std::vector<sim::RouterKind> routers;
   std::vector<uint32_t> instances;
 };
 
-Result<uint64_t> ParseTierCapacity(const std::string& flag, const std::string& text) {
-  if (text.empty()) return uint64_t{0};
-  if (text == "inf") return sim::kInfiniteCapacity;
-  return ParsePositive(flag, text);
+// A tier capacity list: positive integers, `inf`, or `none` (no such tier); empty = none.
+Result<std::vector<uint64_t>> ParseTierCapacities(const std::string& flag, const std::string& text) {
+  std::vector<uint64_t> out;
+  if (text.empty()) return std::vector<uint64_t>{0};
+  for (const std::string& item : SplitList(text)) {
+    if (item == "none") {
+      out.push_back(0);
+    } else if (item == "inf") {
+      out.push_back(sim::kInfiniteCapacity);
+    } else {
+      KVINDEX_ASSIGN_OR_RETURN(uint64_t capacity, ParsePositive(flag, item));
+      out.push_back(capacity);
+    }
+  }
+  return out;
 }
 
 Result<Grid> ParseGrid(const ReplayOptions& options) {
@@ -110,10 +122,10 @@ Result<Grid> ParseGrid(const ReplayOptions& options) {
     return Status::InvalidArgument(
         "--plot: needs --window (hit rate over time) or finite --capacity values (a sweep)");
   }
-  KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacity,
-                           ParseTierCapacity("--cpu-capacity", options.cpu_capacity));
-  KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacity,
-                           ParseTierCapacity("--disk-capacity", options.disk_capacity));
+  KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacities,
+                           ParseTierCapacities("--cpu-capacity", options.cpu_capacity));
+  KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacities,
+                           ParseTierCapacities("--disk-capacity", options.disk_capacity));
   for (const std::string& item : SplitList(options.policy)) {
     auto policy = sim::ParsePolicy(item);
     if (!policy) {
@@ -455,17 +467,21 @@ Status RunTraceReplay(const ReplayOptions& options) {
     for (uint64_t capacity : grid.capacities) {
       for (sim::RouterKind router : grid.routers) {
         for (uint32_t instances : grid.instances) {
-          sim::SimConfig config;
-          config.policy = policy;
-          config.capacity = capacity;
-          config.router = router;
-          config.instances = instances;
-          config.seed = options.seed;
-          config.block_tokens = block_tokens;
-          config.cpu_capacity = grid.cpu_capacity;
-          config.disk_capacity = grid.disk_capacity;
-          config.window_ms = options.window_s * 1000.0;
-          configs.push_back(config);
+          for (uint64_t cpu : grid.cpu_capacities) {
+            for (uint64_t disk : grid.disk_capacities) {
+              sim::SimConfig config;
+              config.policy = policy;
+              config.capacity = capacity;
+              config.router = router;
+              config.instances = instances;
+              config.seed = options.seed;
+              config.block_tokens = block_tokens;
+              config.cpu_capacity = cpu;
+              config.disk_capacity = disk;
+              config.window_ms = options.window_s * 1000.0;
+              configs.push_back(config);
+            }
+          }
         }
       }
     }
@@ -516,7 +532,9 @@ Status RunTraceReplay(const ReplayOptions& options) {
                    "prefix_hits", "any_hits", "evictions", "prefix_block", "any_block",
                    "prefix_token"});
   nlohmann::json rows = nlohmann::json::array();
-  const bool tiered = grid.cpu_capacity != 0 || grid.disk_capacity != 0;
+  const bool tiered =
+      std::any_of(configs.begin(), configs.end(),
+                  [](const sim::SimConfig& c) { return c.cpu_capacity != 0 || c.disk_capacity != 0; });
   std::vector<sim::SimReport> reports;
   for (auto& result : results) {
     if (!result->ok()) return result->status();
@@ -588,6 +606,12 @@ Status RunTraceReplay(const ReplayOptions& options) {
 Status RunReplay(ReplayOptions options) {
   // Usage errors first, before touching the input.
   KVINDEX_RETURN_IF_ERROR(ParseGrid(options).status());
+  if (!options.to_trace.empty() && (options.dump || !options.queries.empty())) {
+    return Status::InvalidArgument("--to-trace: not with --dump or --queries");
+  }
+  if (options.to_trace == "-" && options.json == "-") {
+    return Status::InvalidArgument("--to-trace - and --json -: only one can go to stdout");
+  }
   options.input = options.inputs.front();
   KVINDEX_ASSIGN_OR_RETURN(InputKind kind, DetectInput(options.input));
   switch (kind) {
@@ -599,6 +623,11 @@ Status RunReplay(ReplayOptions options) {
       if (options.dump || !options.queries.empty()) {
         return Status::InvalidArgument(options.input +
                                        ": --dump and --queries apply to captures, not traces");
+      }
+      if (!options.to_trace.empty()) {
+        return Status::InvalidArgument(options.input +
+                                       ": --to-trace derives a trace from a capture; this is "
+                                       "already a request trace");
       }
       return RunTraceReplay(options);
     case InputKind::kCapture: {
@@ -614,6 +643,7 @@ Status RunReplay(ReplayOptions options) {
       args.queries = options.queries;
       args.json = options.json;
       args.max_blocks = options.max_blocks;
+      args.to_trace = options.to_trace;
       return RunCaptureReplay(args);
     }
   }
@@ -661,11 +691,11 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", options->json, "Write {\"results\": [row...]} to FILE ('-' = stdout)");
   cmd->add_option("--cpu-capacity", options->cpu_capacity,
-                  "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers; 'inf' = "
-                  "unbounded (default: no CPU tier)");
+                  "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers, comma list; "
+                  "'inf' = unbounded, 'none' = no CPU tier (default: none)");
   cmd->add_option("--disk-capacity", options->disk_capacity,
-                  "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool; 'inf' = "
-                  "unbounded (default: no disk tier)");
+                  "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool, comma list; "
+                  "'inf' = unbounded, 'none' = no disk tier (default: none)");
   cmd->add_option("--mode", options->mode,
                   "simulate (default), or storage-benchmark: the upstream storage benchmark's "
                   "counting (unbounded set, hit = membership)");
@@ -678,6 +708,9 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--plot", options->plot,
                   "Write an SVG chart to FILE: prefix hit rate against capacity per "
                   "policy/router (a sweep), or over time with --window");
+  cmd->add_option("--to-trace", options->to_trace,
+                  "Capture: derive a request trace (Mooncake JSONL) into FILE ('-' = stdout): "
+                  "one request per stored chain, hash_ids = the chain's blocks from the root");
   cmd->callback([options, &outcome] {
     outcome.command = "replay";
     outcome.status = RunReplay(*options);

@@ -11,6 +11,7 @@
 #include "capture_tools.h"
 #include "kvindex/query_json.h"
 #include "report.h"
+#include "trace_export.h"
 
 namespace kvindex::cli {
 namespace {
@@ -152,6 +153,10 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   if (!args.queries.empty()) {
     KVINDEX_ASSIGN_OR_RETURN(queries, ReadQueries(args.queries, after));
   }
+  std::unique_ptr<TraceExporter> exporter;
+  if (!args.to_trace.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(exporter, TraceExporter::Open(args.to_trace));
+  }
   std::vector<std::string> differences;
   QueryTotals totals;
   LoadedCapture* loaded_ptr = nullptr;
@@ -203,6 +208,7 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   };
 
   auto hook = [&](const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch) {
+    if (exporter) exporter->OnApplied(source, seq, recv_ns, batch);
     if (args.dump) {
       for (const Event& event : batch.events) {
         out += DumpLine(source, seq, recv_ns, batch, event).dump();
@@ -230,7 +236,12 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   std::fflush(stdout);
 
   LoadedCapture& result = *loaded;
-  if (!args.dump && args.queries.empty() && args.json != "-") {
+  if (exporter) {
+    KVINDEX_RETURN_IF_ERROR(exporter->Finish());
+    std::fprintf(stderr, "kvindex replay: --to-trace %s: %s\n", args.to_trace.c_str(),
+                 exporter->SummaryLine().c_str());
+  }
+  if (!args.dump && args.queries.empty() && !exporter && args.json != "-") {
     std::fputs(result.RenderSummary().c_str(), stdout);
   }
   for (const CaptureProblem& p : result.problems()) {
@@ -239,6 +250,7 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
                  static_cast<unsigned long long>(p.skipped_bytes));
   }
   json summary = result.SummaryJson();
+  if (exporter) summary["to_trace"] = exporter->StatsJson();
   if (!queries.empty()) {
     const double hit = totals.tokens == 0 ? 0.0
                                           : static_cast<double>(totals.best_matched) /

@@ -16,6 +16,7 @@ struct CaptureReplayArgs {
   std::string queries;              // Q.jsonl: answered at their `after` positions
   std::string json;                 // --json FILE ("-" = stdout)
   uint64_t max_blocks = 0;
+  std::string to_trace;             // --to-trace FILE ("-" = stdout): derive a request trace
 };
 
 // Runs the capture replay. kInvalidArgument for a bad queries file line (usage), kMalformed /
