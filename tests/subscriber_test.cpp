@@ -437,7 +437,9 @@ TEST_CASE("subscribe --record: an offline replay of the capture reaches the live
   // The backfill (an empty ring) is answered before the stream starts, and the restart comes
   // after the gaps are recovered: a restart inside the backfill window cannot be told apart from
   // the old incarnation's held batches (both are held by sequence).
-  json steps = Concat({kWaitSub, json::array({json{{"wait_request", true}}}),
+  // The backfill is the first request; it may be served while the publisher still waits for the
+  // subscription, hence a total count rather than "one more".
+  json steps = Concat({kWaitSub, json::array({json{{"wait_request", 1}}}),
                        Steps(0, 12, [](uint64_t s, json& b) {
                          if (s == 2 || s == 8) b["skip"] = true;
                          if (s == 4) b["dup"] = true;

@@ -18,7 +18,9 @@ The plan is JSON: {"steps": [step...]}; steps run in order:
                "ring": false     not kept in the ring (a batch the ring has lost)
   {"frames": ["hex", ...]}       a raw live message (e.g. a bad frame count); not in the ring
   {"wait_sub": true}             wait (<= 20 s) until a subscriber has subscribed
-  {"wait_request": true}         wait (<= 20 s) until one replay request has been served
+  {"wait_request": true}         wait (<= 20 s) until one more replay request has been served
+  {"wait_request": n}            wait (<= 20 s) until n replay requests have been served in all
+                                 (a request may be served while an earlier step waits)
   {"sleep": s}
   {"clear_ring": true}           forget the ring (a publisher restart)
   {"ready": true}                write the --ready file now (default: before the first step)
@@ -146,7 +148,8 @@ class Publisher:
             elif step.get("wait_sub"):
                 self.wait(lambda: self.subscribed, "a subscriber")
             elif step.get("wait_request"):
-                target = self.served + 1
+                n = step["wait_request"]
+                target = self.served + 1 if n is True else int(n)
                 self.wait(lambda: self.served >= target, "a replay request")
             elif "sleep" in step:
                 end = time.time() + step["sleep"]
