@@ -585,6 +585,7 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
       res.set_content(ErrorBody(message), kJson);
     }
   });
+  if (!options.listen) return std::unique_ptr<QueryServer>(new QueryServer(std::move(impl)));
   int port = options.port;
   if (port == 0) {
     port = server.bind_to_any_port(options.host);

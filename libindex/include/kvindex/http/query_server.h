@@ -78,6 +78,8 @@ struct QueryServerOptions {
   size_t threads = 4;     // worker threads
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
   bool conductor_compat = false;
+  // false: bind nothing and start no thread; only Handle() answers (the fuzz target).
+  bool listen = true;
 };
 
 class QueryServer {
