@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "kvindex/match_explain.h"
 #include "kvindex/query_json.h"
 #include "kvindex/source_spec.h"
 
@@ -187,6 +188,20 @@ int QueryServer::Impl::Query(const std::string& body, std::string& out) {
     return HttpStatusFor(match.status()) == 500 ? 400 : HttpStatusFor(match.status());
   }
   out = RenderQueryAnswer(*match, request.match.tenant, options.conductor_compat);
+  if (request.explain && !options.conductor_compat) {
+    // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
+    std::vector<SourceConfig> configs;
+    for (const ServedSource& s : backend->Sources()) {
+      if (s.state != "unregistered") configs.push_back(s.config);
+    }
+    Result<std::vector<MatchExplanation>> why = ExplainMatch(*index, request, *match, configs);
+    if (!why.ok()) {
+      out = ErrorBody(why.status().message());
+      return 400;
+    }
+    out.pop_back();  // the answer's closing brace
+    out += ",\"explain\":" + RenderExplanations(*why) + "}";
+  }
   return 200;
 }
 
