@@ -6,7 +6,7 @@
 //   GET  /global_view, /instances, /metrics (Prometheus text), /healthz
 //
 // Every error is JSON {"error": "..."} with 400 (bad request), 404 (unknown path or instance),
-// 405 (wrong method), 413 (body over 16 MiB) or 501 (registering a source the process cannot add);
+// 405 (wrong method), 413 (body over 16 MiB) or 501 (a backend that cannot add sources);
 // no request can crash the server. docs/http-api.md is the reference.
 //
 // Concurrency: queries run on the server's worker threads and read the PrefixIndex concurrently
