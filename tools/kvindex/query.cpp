@@ -320,6 +320,7 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
   httplib::Client client(url.host, url.port);
   client.set_connection_timeout(5, 0);
   client.set_read_timeout(60, 0);
+  client.set_tcp_nodelay(true);
   const std::string path = request.kind == QueryKind::kTokens ? "/query" : "/query_by_hash";
   const std::string body = RequestBody(request, options.explain).dump();
   httplib::Result res = client.Post(path.c_str(), body, "application/json");

@@ -572,6 +572,9 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   const size_t threads = options.threads == 0 ? 1 : options.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_payload_max_length(kMaxQueryBodyBytes);
+  // cpp-httplib writes headers and body separately: without TCP_NODELAY, Nagle's algorithm and the
+  // client's delayed ACK hold every answer for ~40 ms.
+  server.set_tcp_nodelay(true);
   server.set_keep_alive_max_count(1000);
   server.set_keep_alive_timeout(2);
   server.set_read_timeout(5, 0);
