@@ -5,7 +5,7 @@
 # process on a second source. Baseline: the same generator at 1 connection with no ingest.
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 10 4. Raw results: bench/results/http-<short commit>.json.
+#   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000 for a smoke run). Raw results: bench/results/http-<short commit>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -24,8 +24,8 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "
 fill_port=$((30000 + RANDOM % 10000))
 stream_port=$((fill_port + 1))
 http_port=$((fill_port + 2))
-FILL_PROMPTS=8200     # x 128 blocks = 1,049,600 presences
-STREAM_BPS=200000     # blocks/s: 4,000 batches/s of 50 one-block events
+FILL_PROMPTS=${FILL_PROMPTS:-8200}     # x 128 blocks = 1,049,600 presences
+STREAM_BPS=${STREAM_BPS:-200000}     # blocks/s: 4,000 batches/s of 50 one-block events
 "$KVINDEX" subscribe \
   --source "fill=vllm@tcp://127.0.0.1:$fill_port,model=fake-model,block-size=16" \
   --source "stream=vllm@tcp://127.0.0.1:$stream_port,model=stream-model,block-size=16" \
@@ -67,10 +67,21 @@ for l in open(sys.argv[1]):
 ' "$tmp/q.jsonl" >"$tmp/bodies.jsonl"
 [ -s "$tmp/bodies.jsonl" ] || { echo "no 2,048-token query bodies" >&2; exit 1; }
 
+# The server's own time per query (parse, match, render): /metrics histogram sum and count.
+server_time() {
+  echo "$(metric kvindex_http_query_duration_seconds_count) $("$PY" - "$http_port" <<'PYEOF'
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+print([l.split()[-1] for l in text.splitlines() if l.startswith("kvindex_http_query_duration_seconds_sum")][0])
+PYEOF
+)"
+}
+t0=$(server_time)
 echo "== baseline: 1 connection, no ingest" >&2
 "$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
   --connections 1 --out "$tmp/baseline.json" >&2 || true
 
+t1=$(server_time)
 echo "== loaded: $CONNS connections, publish-fake streaming $STREAM_BPS blocks/s" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
 batches=$(( (STREAM_BPS / 50) * (DURATION + 4) ))
@@ -84,6 +95,7 @@ pids+=("$pub")
 sleep 2  # the stream is running
 "$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
   --connections "$CONNS" --out "$tmp/loaded.json" >&2 || true
+t2=$(server_time)
 wait "$pub" || true
 sleep 1
 gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))
@@ -91,22 +103,28 @@ lost=$(metric 'kvindex_source_lost_total{source="stream"')
 applied=$(metric 'kvindex_source_applied_total{source="stream"')
 kill -TERM "$sub"; wait "$sub" || true
 
-"$PY" - "$tmp" "$out" "$commit" "$presences" "$gaps" "$lost" "$applied" "$batches" <<'PYEOF'
+"$PY" - "$tmp" "$out" "$commit" "$presences" "$gaps" "$lost" "$applied" "$batches" "$t0" "$t1" "$t2" <<'PYEOF'
 import json, os, sys
 tmp, out, commit = sys.argv[1:4]
 presences, gaps, lost, applied, sent = map(int, sys.argv[4:9])
+t0, t1, t2 = [tuple(map(float, t.split())) for t in sys.argv[9:12]]
+def server_mean_us(a, b):
+    n = b[0] - a[0]
+    return (b[1] - a[1]) / n * 1e6 if n else None
 base = json.load(open(tmp + "/baseline.json"))
 loaded = json.load(open(tmp + "/loaded.json"))
 stream = json.load(open(tmp + "/stream.json"))
 result = {"commit": commit, "presences": presences, "baseline": base, "loaded": loaded,
           "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
                      "publish_fake": stream},
+          "server_mean_us": {"baseline": server_mean_us(t0, t1), "loaded": server_mean_us(t1, t2)},
           "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if base["p99_us"] else None,
           "cpus": os.cpu_count(), "loadavg_after": open("/proc/loadavg").read().split()[:3]}
 json.dump(result, open(out, "w"), indent=1)
 print("%-22s %8s %8s %8s %8s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors"))
 for name, r in (("baseline 1 conn", base), ("loaded %d conn" % loaded["connections"], loaded)):
     print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
+print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
 print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
 print("wrote", out)
 PYEOF
