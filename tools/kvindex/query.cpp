@@ -357,7 +357,8 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
     auto it = answer.find("explain");
     if (it == answer.end() || !it->is_object()) {
       std::fprintf(stderr,
-                   "kvindex query: %s gave no explanation (the upstream conductor cannot)\n",
+                   "kvindex query: %s gave no explanation (the upstream conductor, and kvindex "
+                   "under --compat conductor, give none)\n",
                    where.c_str());
       return Status::Ok();
     }
