@@ -2,8 +2,10 @@
 # End to end over HTTP: three publish-fake processes in three wire formats (vllm, sglang, mooncake;
 # 2 instances x 2 DP ranks each, one model per format) stream into ONE `subscribe --http`; every
 # final query each of them emitted (--emit-queries: publish-fake's own model, which never links the
-# index) is answered exactly by POST /query, and by POST /cache with the upstream proxy's exact
-# body ({"instances", "token_ids", "model_name", "lora_id": -1} -> {"HitStatus": ...}).
+# index) is answered exactly by POST /query, by POST /query_by_hash with the prompt's prefix hashes
+# (seq_hashes, computed by the independent Python oracle tests/data/prefix_hash_vectors.py), and by
+# POST /cache with the upstream proxy's exact body ({"instances", "token_ids", "model_name",
+# "lora_id": -1} -> {"HitStatus": ...}).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 
@@ -51,10 +53,12 @@ for k in 0 1 2; do
   wait "${pubs[$k]}" || fail "publish-fake ${formats[$k]}: $(cat "$TMP/pub$k.err")"
 done
 
-"$PY" - "$http" "$TMP" <<'PYEOF' || fail "HTTP answers differ from publish-fake's expected answers"
+"$PY" - "$http" "$TMP" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "HTTP answers differ from publish-fake's expected answers"
 import json, sys, time, urllib.request
 base = "http://127.0.0.1:%s" % sys.argv[1]
 tmp = sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from prefix_hash_vectors import chain  # the independent oracle of the prefix hash chain
 def post(path, body):
     req = urllib.request.Request(base + path, data=json.dumps(body).encode())
     with urllib.request.urlopen(req, timeout=10) as r:
@@ -73,6 +77,9 @@ for k in range(3):
                 break
             time.sleep(0.1)
         assert got == q["expect"], (k, q["id"], got, q["expect"])
+        seq, _ = chain(q["query"]["token_ids"], 16, 1337)
+        by_hash = post("/query_by_hash", {"model": q["query"]["model"], "seq_hashes": seq})
+        assert by_hash["data"].get("default", {}) == q["expect"], (k, q["id"], by_hash, q["expect"])
         names = sorted(q["expect"])
         hits = post("/cache", {"instances": names, "token_ids": q["query"]["token_ids"],
                                "model_name": q["query"]["model"], "lora_id": -1})
