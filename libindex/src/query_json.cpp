@@ -199,6 +199,10 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body) {
   KVINDEX_RETURN_IF_ERROR(GetString(j, "instance_id", instance_id));
   if (!instance_id.empty()) request.match.instances.push_back(instance_id);
   KVINDEX_RETURN_IF_ERROR(GetInstances(j, "instances", request.match.instances));
+  if (Present(j, "explain")) {
+    if (!j.at("explain").is_boolean()) return Bad("explain: expected true or false");
+    request.explain = j.at("explain").get<bool>();
+  }
   return request;
 }
 

@@ -2,7 +2,8 @@
 # `kvindex subscribe --http/--compat/--http-threads`: the HTTP API over a live index fed by the
 # independent Python publisher. Expected answers by hand: the plan publishes 20 chained one-block
 # batches of 4 tokens (batch s holds tokens 4s..4s+3), so a prompt of tokens 0..N-1 matches
-# 4*min(N/4, 20) tokens on GPU, DP rank 0.
+# 4*min(N/4, 20) tokens on GPU, DP rank 0. /register during ingest adds a second publisher's
+# source (5 blocks: 20 tokens) at run time.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 
@@ -31,11 +32,16 @@ expect_stderr_contains "bind"
 PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 plan "$TMP/p.json" 0 20 '[{"sleep": 30}]'
 start_pub p "$TMP/p.json"
-"$KVINDEX" subscribe --source "vllm-0=vllm@$PUB_EP,model=m,block-size=4" --http "127.0.0.1:$PORT" \
+P1_EP=$PUB_EP
+# A second publisher (5 blocks, the same tokens 0..19) that only /register makes known.
+plan "$TMP/p2.json" 0 5 '[{"sleep": 30}]'
+start_pub p2 "$TMP/p2.json"
+P2_EP=$PUB_EP
+"$KVINDEX" subscribe --source "vllm-0=vllm@$P1_EP,model=m,block-size=4" --http "127.0.0.1:$PORT" \
   --http-threads 2 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
 PIDS+=($sub)
-"$PY" - "$PORT" <<'PYEOF' || fail "HTTP checks failed (see above)"
+"$PY" - "$PORT" "$P2_EP" <<'PYEOF' || fail "HTTP checks failed (see above)"
 import json, sys, time, urllib.request, urllib.error
 base = "http://127.0.0.1:%s" % sys.argv[1]
 def call(path, body=None, method=None):
@@ -79,8 +85,26 @@ code, text = call("/query", b"{bad")
 assert code == 400 and "error" in json.loads(text), (code, text)
 code, text = call("/query", method="GET")
 assert code == 405 and "error" in json.loads(text), (code, text)
-code, text = call("/register", {"endpoint": "tcp://127.0.0.1:9", "type": "vLLM", "modelname": "m", "instance_id": "x", "block_size": 4})
-assert code == 501 and "error" in json.loads(text), (code, text)
+# /register during ingest: the subscriber connects to the second publisher, which then publishes.
+reg = {"endpoint": sys.argv[2], "type": "vLLM", "modelname": "m", "instance_id": "vllm-r",
+       "block_size": 4, "dp_rank": 0, "tenant_id": "default"}
+code, text = call("/register", reg)
+assert code == 200 and json.loads(text) == {"instance_id": "vllm-r", "status": "registered successfully"}, (code, text)
+code, text = call("/register", reg)
+assert code == 400 and "already registered" in json.loads(text)["error"], (code, text)
+code, text = call("/register", {"type": "vLLM", "modelname": "m", "instance_id": "y"})
+assert code == 400 and "error" in json.loads(text), (code, text)
+want_r = {"longest_matched": 20, "GPU": 20, "CPU": 0, "DISK": 0, "DP": {"0": 20}}
+while True:
+    code, text = call("/query", {"model": "m", "token_ids": list(range(40)), "instance_id": "vllm-r"})
+    got = json.loads(text)["data"].get("default", {}).get("vllm-r")
+    if got == want_r:
+        break
+    if time.time() > deadline + 10:
+        sys.exit("the registered source never delivered its 5 blocks: %s" % text)
+    time.sleep(0.05)
+code, text = call("/instances")
+assert [s["instance"] for s in json.loads(text)["sources"]] == ["vllm-0", "vllm-r"], text
 code, text = call("/unregister", {"instance_id": "vllm-0", "tenant_id": "default", "dp_rank": 0})
 assert code == 200 and json.loads(text)["removed_instances"] == ["vllm-0"], (code, text)
 code, text = call("/query", {"model": "m", "token_ids": list(range(80))})

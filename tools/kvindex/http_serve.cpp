@@ -45,9 +45,21 @@ class SubscriberBackend : public ServerBackend {
   }
 
   Status Register(const SourceConfig& config) override {
-    return Status::Unsupported("adding source '" + SourceDisplayName(config) +
-                               "' while running is not supported; list it with --source or "
-                               "--config");
+    const std::string name = SourceDisplayName(config);
+    {
+      std::lock_guard lock(mutex_);
+      for (const SourceConfig& c : configs_) {
+        if (SourceDisplayName(c) == name && unregistered_.count(c.name) == 0) {
+          return Status::InvalidArgument("source '" + name + "' is already registered");
+        }
+      }
+    }
+    // The subscriber opens the sockets and adds the source on its I/O thread (the index's writer).
+    KVINDEX_RETURN_IF_ERROR(subscriber_->AddSourceWhileRunning(config));
+    std::lock_guard lock(mutex_);
+    configs_.push_back(config);
+    unregistered_.erase(config.name);
+    return Status::Ok();
   }
 
   Result<ApplyResult> Unregister(const std::string& instance) override {

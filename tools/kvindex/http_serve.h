@@ -1,5 +1,6 @@
 // `subscribe --http`: the HTTP API (SPEC §4) over the live index, with a ServerBackend that runs
-// writer work (unregister) on the Subscriber's I/O thread through Subscriber::Submit().
+// writer work on the Subscriber's I/O thread: unregister through Subscriber::Submit(), register
+// through Subscriber::AddSourceWhileRunning().
 #ifndef KVINDEX_TOOLS_HTTP_SERVE_H_
 #define KVINDEX_TOOLS_HTTP_SERVE_H_
 

@@ -1,7 +1,11 @@
 // `kvindex query`: one question — how many leading tokens of this prompt (or these hashes) does
 // each instance hold, in which tier and DP rank — asked of a capture (the index is rebuilt from
-// it). A readable table on stdout; `--json FILE` writes the /query answer shape.
+// it) or of a running server (`--server URL`: kvindex's HTTP API or the upstream conductor's).
+// A readable table on stdout; `--json FILE` writes the /query answer shape; `--explain` says why
+// each silent instance matched nothing (match_explain.h; from a server, its "explain" member).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -9,10 +13,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "capture_tools.h"
 #include "commands.h"
+#include "kvindex/match_explain.h"
 #include "kvindex/query_json.h"
 #include "report.h"
 
@@ -21,6 +27,8 @@ namespace {
 
 struct QueryOptions {
   std::vector<std::string> capture;  // the files of one capture
+  std::string server;                // or a server's URL
+  bool explain = false;
   std::string model;
   std::string tokens;       // "1,2,3"
   std::string tokens_file;  // whitespace/comma separated ids, or a JSON array
@@ -115,28 +123,268 @@ Result<QueryRequest> BuildRequest(const QueryOptions& options) {
   return request;
 }
 
-std::string DpText(const InstanceMatch& m) {
-  std::string out;
-  for (const DpTokens& d : m.dp) {
-    if (!out.empty()) out += " ";
-    out += std::to_string(d.rank) + ":" + std::to_string(d.tokens);
+// One row of the answer table, from a PrefixMatch or from a server's JSON answer.
+struct Row {
+  std::string instance;
+  std::string block = "-";  // the block size used (a server does not say)
+  uint64_t longest = 0, gpu = 0, cpu = 0, disk = 0;
+  std::string other = "-";
+  std::string dp = "-";
+};
+
+Row RowFor(const InstanceMatch& m) {
+  Row row;
+  row.instance = std::string(m.instance);
+  row.block = std::to_string(m.block_size);
+  row.longest = m.longest_matched;
+  row.gpu = m.gpu;
+  row.cpu = m.cpu;
+  row.disk = m.disk;
+  std::string other;
+  for (const auto& [tier, tokens] : m.other_tiers) {
+    other += (other.empty() ? "" : " ") + tier + ":" + std::to_string(tokens);
   }
-  return out.empty() ? "-" : out;
+  if (!other.empty()) row.other = other;
+  std::string dp;
+  for (const DpTokens& d : m.dp) {
+    dp += (dp.empty() ? "" : " ") + std::to_string(d.rank) + ":" + std::to_string(d.tokens);
+  }
+  if (!dp.empty()) row.dp = dp;
+  return row;
 }
 
-std::string OtherTiersText(const InstanceMatch& m) {
-  std::string out;
-  for (const auto& [tier, tokens] : m.other_tiers) {
-    if (!out.empty()) out += " ";
-    out += tier + ":" + std::to_string(tokens);
+void PrintAnswer(const QueryRequest& request, const std::vector<Row>& rows) {
+  if (rows.empty()) {
+    std::printf("no instance holds model '%s' in scope tenant=%s%s%s\n", request.match.model.c_str(),
+                request.match.tenant.c_str(),
+                request.match.lora.empty() ? "" : (" lora=" + request.match.lora).c_str(),
+                request.match.salt.empty() ? "" : " (salted)");
+    return;
   }
-  return out.empty() ? "-" : out;
+  TextTable table({"instance", "block", "longest", "GPU", "CPU", "DISK", "other", "DP"});
+  for (const Row& r : rows) {
+    table.AddRow({r.instance, r.block, std::to_string(r.longest), std::to_string(r.gpu),
+                  std::to_string(r.cpu), std::to_string(r.disk), r.other, r.dp});
+  }
+  std::fputs(table.Render().c_str(), stdout);
+}
+
+void PrintExplanations(const std::vector<MatchExplanation>& explanations) {
+  for (const MatchExplanation& e : explanations) {
+    std::printf("%s matched nothing: %s: %s\n", e.instance.c_str(), e.reason.c_str(),
+                e.detail.c_str());
+  }
+}
+
+// The /query or /query_by_hash body that asks `request`.
+nlohmann::json RequestBody(const QueryRequest& request, bool explain) {
+  nlohmann::json body = {{"model", request.match.model}, {"tenant_id", request.match.tenant}};
+  if (!request.match.lora.empty()) body["lora_name"] = request.match.lora;
+  if (!request.match.salt.empty()) body["cache_salt"] = request.match.salt;
+  if (request.match.block_size) body["block_size"] = *request.match.block_size;
+  if (request.match.instances.size() == 1) {
+    body["instance_id"] = request.match.instances.front();
+  } else if (!request.match.instances.empty()) {
+    body["instances"] = request.match.instances;
+  }
+  switch (request.kind) {
+    case QueryKind::kTokens: body["token_ids"] = request.tokens; break;
+    case QueryKind::kEngineHashes: {
+      nlohmann::json hashes = nlohmann::json::array();
+      for (EngineHash h : request.engine_hashes) hashes.push_back(h.value);
+      body["block_hash"] = std::move(hashes);
+      break;
+    }
+    case QueryKind::kPrefixHashes: {
+      nlohmann::json hashes = nlohmann::json::array();
+      for (PrefixHash h : request.prefix_hashes) hashes.push_back(h.value);
+      body["seq_hashes"] = std::move(hashes);
+      break;
+    }
+  }
+  if (explain) body["explain"] = true;
+  return body;
+}
+
+struct ServerUrl {
+  std::string host;
+  int port = 80;
+  std::string text;
+};
+
+// "http://HOST[:PORT][/]" or "HOST:PORT". kInvalidArgument otherwise.
+Result<ServerUrl> ParseServerUrl(const std::string& url) {
+  ServerUrl out;
+  out.text = url;
+  std::string rest = url;
+  const size_t scheme = rest.find("://");
+  if (scheme != std::string::npos) {
+    if (rest.substr(0, scheme) != "http") {
+      return Status::InvalidArgument("--server '" + url + "': only http:// URLs are supported");
+    }
+    rest = rest.substr(scheme + 3);
+  }
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  std::string port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) return Status::InvalidArgument("--server '" + url + "': bad host");
+    out.host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return Status::InvalidArgument("--server '" + url + "': bad host");
+      port_text = rest.substr(close + 2);
+    }
+  } else {
+    const size_t colon = rest.find(':');
+    out.host = rest.substr(0, colon);
+    if (colon != std::string::npos) port_text = rest.substr(colon + 1);
+    else if (scheme == std::string::npos) {
+      return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
+    }
+  }
+  if (out.host.empty() || out.host.find_first_of("/?# ") != std::string::npos) {
+    return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
+  }
+  if (!port_text.empty() || (scheme == std::string::npos)) {
+    if (port_text.empty() || port_text.size() > 5 ||
+        port_text.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port_text) == 0 || std::stoul(port_text) > 65535) {
+      return Status::InvalidArgument("--server '" + url + "': bad port '" + port_text + "'");
+    }
+    out.port = static_cast<int>(std::stoul(port_text));
+  }
+  return out;
+}
+
+// A server's answer, in kvindex's shape ({"data": {tenant: {instance: {...}}}}) or the upstream
+// conductor's ({tenant: {instance: {...}}}), as rows of `tenant`.
+Result<std::vector<Row>> RowsFromAnswer(const nlohmann::json& answer, const std::string& tenant,
+                                        const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return Status::Malformed(where + ": unexpected answer: " + what);
+  };
+  if (!answer.is_object()) return bad("not a JSON object");
+  const nlohmann::json* by_tenant = &answer;
+  if (auto it = answer.find("data"); it != answer.end()) {
+    if (!it->is_object()) return bad("\"data\" is not an object");
+    by_tenant = &*it;
+  }
+  std::vector<Row> rows;
+  auto it = by_tenant->find(tenant);
+  if (it == by_tenant->end()) return rows;
+  if (!it->is_object()) return bad("tenant '" + tenant + "' is not an object");
+  auto number = [](const nlohmann::json& m, const char* key) -> uint64_t {
+    auto f = m.find(key);
+    return f != m.end() && f->is_number_unsigned() ? f->get<uint64_t>() : 0;
+  };
+  for (const auto& [name, m] : it->items()) {
+    if (!m.is_object()) return bad("instance '" + name + "' is not an object");
+    Row row;
+    row.instance = name;
+    row.longest = number(m, "longest_matched");
+    row.gpu = number(m, "GPU");
+    row.cpu = number(m, "CPU");
+    row.disk = number(m, "DISK");
+    std::string other;
+    for (const auto& [key, value] : m.items()) {
+      if (key == "longest_matched" || key == "GPU" || key == "CPU" || key == "DISK" || key == "DP" ||
+          !value.is_number_unsigned()) {
+        continue;
+      }
+      other += (other.empty() ? "" : " ") + key + ":" + std::to_string(value.get<uint64_t>());
+    }
+    if (!other.empty()) row.other = other;
+    if (auto dp = m.find("DP"); dp != m.end() && dp->is_object()) {
+      std::vector<std::pair<long long, uint64_t>> ranks;
+      for (const auto& [rank, tokens] : dp->items()) {
+        char* end = nullptr;
+        const long long r = std::strtoll(rank.c_str(), &end, 10);
+        ranks.emplace_back(r, tokens.is_number_unsigned() ? tokens.get<uint64_t>() : 0);
+      }
+      std::sort(ranks.begin(), ranks.end());
+      std::string text;
+      for (const auto& [r, tokens] : ranks) {
+        text += (text.empty() ? "" : " ") + std::to_string(r) + ":" + std::to_string(tokens);
+      }
+      if (!text.empty()) row.dp = text;
+    }
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.instance < b.instance; });
+  return rows;
+}
+
+Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) {
+  KVINDEX_ASSIGN_OR_RETURN(ServerUrl url, ParseServerUrl(options.server));
+  httplib::Client client(url.host, url.port);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(60, 0);
+  client.set_tcp_nodelay(true);
+  const std::string path = request.kind == QueryKind::kTokens ? "/query" : "/query_by_hash";
+  const std::string body = RequestBody(request, options.explain).dump();
+  httplib::Result res = client.Post(path.c_str(), body, "application/json");
+  const std::string where = url.text + path;
+  if (!res) {
+    const httplib::Error error = res.error();
+    return Status::Unavailable(
+        where + ": " +
+        (error == httplib::Error::Connection ? std::string("cannot connect (is the server running?)")
+                                             : "request failed: " + httplib::to_string(error)));
+  }
+  const nlohmann::json answer = nlohmann::json::parse(res->body, nullptr, false);
+  if (res->status != 200) {
+    std::string message = res->body;
+    if (!answer.is_discarded() && answer.is_object() && answer.contains("error") &&
+        answer["error"].is_string()) {
+      message = answer["error"].get<std::string>();
+    }
+    while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+    return Status::Unavailable(where + ": HTTP " + std::to_string(res->status) + ": " + message);
+  }
+  if (answer.is_discarded()) return Status::Malformed(where + ": the answer is not JSON");
+  KVINDEX_ASSIGN_OR_RETURN(std::vector<Row> rows,
+                           RowsFromAnswer(answer, request.match.tenant, where));
+  if (!options.json.empty()) {
+    // Always kvindex's shape, whichever the server answered in.
+    nlohmann::json out = answer;
+    if (!answer.contains("data")) out = nlohmann::json{{"data", answer}};
+    KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, out));
+    if (options.json == "-") return Status::Ok();
+  }
+  PrintAnswer(request, rows);
+  if (options.explain) {
+    auto it = answer.find("explain");
+    if (it == answer.end() || !it->is_object()) {
+      std::fprintf(stderr,
+                   "kvindex query: %s gave no explanation (the upstream conductor, and kvindex "
+                   "under --compat conductor, give none)\n",
+                   where.c_str());
+      return Status::Ok();
+    }
+    std::vector<MatchExplanation> explanations;
+    for (const auto& [name, why] : it->items()) {
+      MatchExplanation e;
+      e.instance = name;
+      if (why.is_object()) {
+        e.reason = why.value("reason", std::string("?"));
+        e.detail = why.value("detail", std::string());
+      }
+      explanations.push_back(std::move(e));
+    }
+    PrintExplanations(explanations);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status RunQuery(const QueryOptions& options) {
+  if (options.capture.empty() == options.server.empty()) {
+    return Status::InvalidArgument("give exactly one of --capture or --server");
+  }
   KVINDEX_ASSIGN_OR_RETURN(QueryRequest request, BuildRequest(options));
+  if (!options.server.empty()) return RunServerQuery(options, request);
   KVINDEX_ASSIGN_OR_RETURN(auto loaded, LoadedCapture::Load(options.capture, IndexOptions{}));
   for (const CaptureProblem& p : loaded->problems()) {
     std::fprintf(stderr, "kvindex query: %s: byte %llu: %s\n", p.file.c_str(),
@@ -144,25 +392,24 @@ Status RunQuery(const QueryOptions& options) {
   }
   const Result<PrefixMatch> match = MatchRequest(loaded->index(), request);
   if (!match.ok()) return match.status();
+  std::vector<MatchExplanation> explanations;
+  if (options.explain) {
+    std::vector<SourceConfig> sources;
+    for (size_t i = 0; i < loaded->ingestor().source_count(); ++i) {
+      sources.push_back(loaded->ingestor().config(SourceId{static_cast<uint32_t>(i)}));
+    }
+    KVINDEX_ASSIGN_OR_RETURN(explanations, ExplainMatch(loaded->index(), request, *match, sources));
+  }
   if (!options.json.empty()) {
-    KVINDEX_RETURN_IF_ERROR(
-        WriteJson(options.json, nlohmann::json::parse(RenderQueryAnswer(*match, request.match.tenant))));
+    nlohmann::json out = nlohmann::json::parse(RenderQueryAnswer(*match, request.match.tenant));
+    if (options.explain) out["explain"] = nlohmann::json::parse(RenderExplanations(explanations));
+    KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, out));
     if (options.json == "-") return Status::Ok();
   }
-  if (match->instances.empty()) {
-    std::printf("no instance holds model '%s' in scope tenant=%s%s%s\n", request.match.model.c_str(),
-                request.match.tenant.c_str(),
-                request.match.lora.empty() ? "" : (" lora=" + request.match.lora).c_str(),
-                request.match.salt.empty() ? "" : " (salted)");
-    return Status::Ok();
-  }
-  TextTable table({"instance", "block", "longest", "GPU", "CPU", "DISK", "other", "DP"});
-  for (const InstanceMatch& m : match->instances) {
-    table.AddRow({std::string(m.instance), std::to_string(m.block_size),
-                  std::to_string(m.longest_matched), std::to_string(m.gpu), std::to_string(m.cpu),
-                  std::to_string(m.disk), OtherTiersText(m), DpText(m)});
-  }
-  std::fputs(table.Render().c_str(), stdout);
+  std::vector<Row> rows;
+  for (const InstanceMatch& m : match->instances) rows.push_back(RowFor(m));
+  PrintAnswer(request, rows);
+  if (options.explain) PrintExplanations(explanations);
   return Status::Ok();
 }
 
@@ -170,9 +417,16 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
   auto options = std::make_shared<QueryOptions>();
   CLI::App* cmd = app.add_subcommand(
       "query", "How many leading tokens of a prompt each instance holds, per tier and DP rank, "
-               "answered from a capture");
-  cmd->add_option("--capture", options->capture, "The files of one capture (.kvcap), in order")
-      ->required();
+               "answered from a capture or by a running server");
+  auto* capture = cmd->add_option("--capture", options->capture,
+                                  "The files of one capture (.kvcap), in order");
+  cmd->add_option("--server", options->server,
+                  "Ask a running server instead (http://HOST:PORT): kvindex subscribe --http, or "
+                  "the upstream conductor")
+      ->excludes(capture);
+  cmd->add_flag("--explain", options->explain,
+                "Also say why each instance that matched nothing did (unknown model or scope, "
+                "block size, salt, LoRA, first block absent)");
   cmd->add_option("--model", options->model, "Model name of the query's scope")->required();
   cmd->add_option("--tokens", options->tokens, "Prompt token ids, comma separated");
   cmd->add_option("--tokens-file", options->tokens_file,

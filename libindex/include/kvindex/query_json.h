@@ -36,13 +36,15 @@ struct QueryRequest {
   std::vector<TokenId> tokens;
   std::vector<EngineHash> engine_hashes;
   std::vector<PrefixHash> prefix_hashes;
+  // `"explain": true`: also say why each instance matched nothing (match_explain.h).
+  bool explain = false;
 };
 
 // Parses a /query or /query_by_hash body (whichever keys it has: `token_ids`, `block_hash` or
 // `seq_hashes`). Errors are kInvalidArgument (a 400) with one line naming the field: bad JSON,
 // a missing or mistyped field, a token id outside u32, block_size 0, lora_id together with
 // lora_name, more than kMaxQueryTokens ids. kLimitExceeded (a 413) for a body over
-// kMaxQueryBodyBytes. `tenant_id` and `cache_salt` may be strings or integers.
+// kMaxQueryBodyBytes. `tenant_id` and `cache_salt` may be strings or integers; `explain` a boolean.
 Result<QueryRequest> ParseQueryRequest(std::string_view body);
 
 // Parses the upstream proxy's /cache body: {"instances": [...], "token_ids": [...],

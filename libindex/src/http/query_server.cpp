@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "kvindex/match_explain.h"
 #include "kvindex/query_json.h"
 #include "kvindex/source_spec.h"
 
@@ -187,6 +188,20 @@ int QueryServer::Impl::Query(const std::string& body, std::string& out) {
     return HttpStatusFor(match.status()) == 500 ? 400 : HttpStatusFor(match.status());
   }
   out = RenderQueryAnswer(*match, request.match.tenant, options.conductor_compat);
+  if (request.explain && !options.conductor_compat) {
+    // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
+    std::vector<SourceConfig> configs;
+    for (const ServedSource& s : backend->Sources()) {
+      if (s.state != "unregistered") configs.push_back(s.config);
+    }
+    Result<std::vector<MatchExplanation>> why = ExplainMatch(*index, request, *match, configs);
+    if (!why.ok()) {
+      out = ErrorBody(why.status().message());
+      return 400;
+    }
+    out.pop_back();  // the answer's closing brace
+    out += ",\"explain\":" + RenderExplanations(*why) + "}";
+  }
   return 200;
 }
 
@@ -557,6 +572,9 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   const size_t threads = options.threads == 0 ? 1 : options.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_payload_max_length(kMaxQueryBodyBytes);
+  // cpp-httplib writes headers and body separately: without TCP_NODELAY, Nagle's algorithm and the
+  // client's delayed ACK hold every answer for ~40 ms.
+  server.set_tcp_nodelay(true);
   server.set_keep_alive_max_count(1000);
   server.set_keep_alive_timeout(2);
   server.set_read_timeout(5, 0);
@@ -585,6 +603,7 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
       res.set_content(ErrorBody(message), kJson);
     }
   });
+  if (!options.listen) return std::unique_ptr<QueryServer>(new QueryServer(std::move(impl)));
   int port = options.port;
   if (port == 0) {
     port = server.bind_to_any_port(options.host);

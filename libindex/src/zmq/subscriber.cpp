@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -579,6 +580,37 @@ void Subscriber::Submit(std::function<void(Ingestor&)> task) {
   }
   const uint64_t one = 1;
   (void)!write(impl_->wake_fd, &one, sizeof(one));
+}
+
+Status Subscriber::AddSourceWhileRunning(const SourceConfig& config,
+                                         std::chrono::milliseconds timeout) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  Submit([this, config, done](Ingestor&) {
+    Impl& m = *impl_;
+    const Status added = AddSource(config);
+    if (added.ok()) {
+      m.sockets_changed = true;  // Run() rebuilds its poll list after this cycle
+      const std::string display = SourceDisplayName(config);
+      for (auto& s : m.sources) {
+        if (!s || s->display != display || s->config.endpoint != config.endpoint) continue;
+        if (m.options.backfill && s->dealer) {
+          if (m.recorder != nullptr) {
+            m.Record(m.recorder->WriteText(CaptureRecordType::kNote, s->id, RealtimeNs(),
+                                           kBackfillNote));
+          }
+          m.ingestor.StartBackfill(s->id);
+          m.FlushRequests();
+        }
+      }
+    }
+    done->set_value(added);
+  });
+  if (result.wait_for(timeout) != std::future_status::ready) {
+    return Status::Unavailable("adding source '" + SourceDisplayName(config) +
+                               "': the subscriber's I/O loop is not running");
+  }
+  return result.get();
 }
 
 SubscriberStatus Subscriber::status() const {

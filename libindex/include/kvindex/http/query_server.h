@@ -6,7 +6,7 @@
 //   GET  /global_view, /instances, /metrics (Prometheus text), /healthz
 //
 // Every error is JSON {"error": "..."} with 400 (bad request), 404 (unknown path or instance),
-// 405 (wrong method), 413 (body over 16 MiB) or 501 (registering a source the process cannot add);
+// 405 (wrong method), 413 (body over 16 MiB) or 501 (a backend that cannot add sources);
 // no request can crash the server. docs/http-api.md is the reference.
 //
 // Concurrency: queries run on the server's worker threads and read the PrefixIndex concurrently
@@ -78,6 +78,8 @@ struct QueryServerOptions {
   size_t threads = 4;     // worker threads
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
   bool conductor_compat = false;
+  // false: bind nothing and start no thread; only Handle() answers (the fuzz target).
+  bool listen = true;
 };
 
 class QueryServer {

@@ -98,6 +98,13 @@ class Subscriber {
   // kUnavailable when it cannot be bound. Call before Run().
   Status AddSource(const SourceConfig& config);
 
+  // Adds a source while Run() runs (HTTP /register): AddSource() and, with a replay endpoint, the
+  // backfill happen on the I/O thread between messages, which then polls the new sockets too.
+  // Blocks until done; kUnavailable when Run() does not take it within `timeout` (not running).
+  // Any thread but the I/O thread.
+  Status AddSourceWhileRunning(const SourceConfig& config,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
   // The I/O loop, on the calling thread, until Stop(), max_messages, or a fatal error (strict
   // mode's first bad message; a capture write failure). Returns Ok on a clean stop.
   Status Run();

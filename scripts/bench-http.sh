@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# HTTP query latency under ingest (issue 9): bench/http_load (open loop, latency from the scheduled
+# send time) POSTs /query with 2,048-token prompts (128 blocks of 16) to `kvindex subscribe --http`
+# whose index holds >= 1 M presences, while publish-fake streams 200 k blocks/s into the same
+# process on a second source. Baseline: the same generator at 1 connection with no ingest.
+#
+# Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
+#   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000 for a smoke run). Raw results: bench/results/http-<short commit>.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+RATE=${2:-5000}
+DURATION=${3:-10}
+CONNS=${4:-4}
+KVINDEX=$BUILD/tools/kvindex/kvindex
+LOAD=$BUILD/bench/http_load
+PY=${KVINDEX_PYTHON:-/usr/bin/python3}
+commit=$(git rev-parse --short=12 HEAD)
+out=bench/results/http-$commit.json
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
+
+fill_port=$((30000 + RANDOM % 10000))
+stream_port=$((fill_port + 1))
+http_port=$((fill_port + 2))
+FILL_PROMPTS=${FILL_PROMPTS:-8200}     # x 128 blocks = 1,049,600 presences
+STREAM_BPS=${STREAM_BPS:-200000}     # blocks/s: 4,000 batches/s of 50 one-block events
+"$KVINDEX" subscribe \
+  --source "fill=vllm@tcp://127.0.0.1:$fill_port,model=fake-model,block-size=16" \
+  --source "stream=vllm@tcp://127.0.0.1:$stream_port,model=stream-model,block-size=16" \
+  --http "127.0.0.1:$http_port" --http-threads "$CONNS" --stats-interval 0 \
+  >"$tmp/sub.out" 2>"$tmp/sub.err" &
+sub=$!
+pids+=("$sub")
+
+metric() {  # metric NAME_PREFIX: the first sample's value
+  "$PY" - "$http_port" "$1" <<'PYEOF'
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+for line in text.splitlines():
+    if line.startswith(sys.argv[2]):
+        print(int(float(line.split()[-1]))); break
+else:
+    print(0)
+PYEOF
+}
+
+echo "== fill: $FILL_PROMPTS prompts of 2,048 tokens" >&2
+"$KVINDEX" publish-fake --format vllm --blast --count "$FILL_PROMPTS" --events-per-batch 1 \
+  --block-size 16 --prompt-blocks 128 --prefix-blocks 0 --capacity 100000000 --seed 11 \
+  --port "$fill_port" --wait-subscribers 1 --wait-timeout 20 --linger 1 \
+  --emit-queries "$tmp/q.jsonl" >/dev/null 2>"$tmp/fill.err"
+for _ in $(seq 1 600); do
+  presences=$(metric kvindex_index_presences)
+  [ "$presences" -ge $((FILL_PROMPTS * 128)) ] && break
+  sleep 0.5
+done
+echo "presences: $presences" >&2
+# Bodies: the final queries (the latest prompt, a shared prefix, an unseen prompt), 2,048 tokens.
+"$PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    q = json.loads(l)
+    if "after" not in q and len(q["query"]["token_ids"]) == 2048:
+        print(json.dumps(q["query"]))
+' "$tmp/q.jsonl" >"$tmp/bodies.jsonl"
+[ -s "$tmp/bodies.jsonl" ] || { echo "no 2,048-token query bodies" >&2; exit 1; }
+
+# The server's own time per query (parse, match, render): /metrics histogram sum and count.
+server_time() {
+  echo "$(metric kvindex_http_query_duration_seconds_count) $("$PY" - "$http_port" <<'PYEOF'
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+print([l.split()[-1] for l in text.splitlines() if l.startswith("kvindex_http_query_duration_seconds_sum")][0])
+PYEOF
+)"
+}
+t0=$(server_time)
+echo "== baseline: 1 connection, no ingest" >&2
+"$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
+  --connections 1 --out "$tmp/baseline.json" >&2 || true
+
+t1=$(server_time)
+echo "== loaded: $CONNS connections, publish-fake streaming $STREAM_BPS blocks/s" >&2
+gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
+batches=$(( (STREAM_BPS / 50) * (DURATION + 4) ))
+"$KVINDEX" publish-fake --format vllm --count "$batches" --rate $((STREAM_BPS / 50)) \
+  --events-per-batch 50 --block-size 16 --prompt-blocks 1 --prefix-blocks 0 \
+  --capacity 100000000 --seed 12 --model stream-model --port "$stream_port" \
+  --wait-subscribers 1 --wait-timeout 20 --linger 1 --json "$tmp/stream.json" \
+  >/dev/null 2>"$tmp/stream.err" &
+pub=$!
+pids+=("$pub")
+sleep 2  # the stream is running
+"$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
+  --connections "$CONNS" --out "$tmp/loaded.json" >&2 || true
+t2=$(server_time)
+wait "$pub" || true
+sleep 1
+gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))
+lost=$(metric 'kvindex_source_lost_total{source="stream"')
+applied=$(metric 'kvindex_source_applied_total{source="stream"')
+kill -TERM "$sub"; wait "$sub" || true
+
+"$PY" - "$tmp" "$out" "$commit" "$presences" "$gaps" "$lost" "$applied" "$batches" "$t0" "$t1" "$t2" <<'PYEOF'
+import json, os, sys
+tmp, out, commit = sys.argv[1:4]
+presences, gaps, lost, applied, sent = map(int, sys.argv[4:9])
+t0, t1, t2 = [tuple(map(float, t.split())) for t in sys.argv[9:12]]
+def server_mean_us(a, b):
+    n = b[0] - a[0]
+    return (b[1] - a[1]) / n * 1e6 if n else None
+base = json.load(open(tmp + "/baseline.json"))
+loaded = json.load(open(tmp + "/loaded.json"))
+stream = json.load(open(tmp + "/stream.json"))
+result = {"commit": commit, "presences": presences, "baseline": base, "loaded": loaded,
+          "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
+                     "publish_fake": stream},
+          "server_mean_us": {"baseline": server_mean_us(t0, t1), "loaded": server_mean_us(t1, t2)},
+          "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if base["p99_us"] else None,
+          "cpus": os.cpu_count(), "loadavg_after": open("/proc/loadavg").read().split()[:3]}
+json.dump(result, open(out, "w"), indent=1)
+print("%-22s %8s %8s %8s %8s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors"))
+for name, r in (("baseline 1 conn", base), ("loaded %d conn" % loaded["connections"], loaded)):
+    print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
+print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
+print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
+print("wrote", out)
+PYEOF

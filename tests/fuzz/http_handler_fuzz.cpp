@@ -1,0 +1,118 @@
+// Fuzz target for the HTTP request handler (QueryServer::Handle, the function the server runs for
+// every request): any method, path and body give a JSON answer with a known status code, never a
+// crash, an exception or a hang. Input layout: the first line is "METHOD PATH", the rest is the
+// body. The index holds a few blocks (two instances, two DP ranks, GPU and CPU, block size 4) so
+// that queries walk real chains; a request that writes (/register, /unregister) runs against a
+// fresh copy so that one input cannot change what the next one sees.
+//
+// Corpus (tests/fuzz/corpus/http_handler/): one real request for every endpoint — the bodies of
+// docs/http-api.md, the upstream proxy's /cache body, the upstream conductor's /register and
+// /unregister bodies — plus wrong methods, an unknown path and bad bodies.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "kvindex/http/query_server.h"
+#include "kvindex/prefix_index.h"
+#include "prefix_index_builders.h"
+
+namespace {
+
+using namespace kvindex;
+
+SourceConfig Source(std::string name, std::string endpoint, DpRank rank) {
+  SourceConfig c;
+  c.name = std::move(name);
+  c.format = "vllm";
+  c.endpoint = std::move(endpoint);
+  c.model = "m";
+  c.block_size = 4;
+  c.dp_rank = rank;
+  return c;
+}
+
+struct World {
+  PrefixIndex index;
+  LocalBackend backend{&index};
+  std::unique_ptr<QueryServer> server;
+
+  World() {
+    using test::Batch;
+    using test::Stored;
+    const SourceId a0 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5557", 0));
+    const SourceId a1 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5558", 1));
+    const SourceId b = *backend.AddSource(Source("vllm-1", "tcp://10.0.0.6:5557", 0));
+    if (!backend.Apply(a0, Batch({Stored({11, 12}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8})})).ok() ||
+        !backend.Apply(a1, Batch({Stored({21}, std::nullopt, {1, 2, 3, 4})})).ok() ||
+        !backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4})})).ok() ||
+        !backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4}, Tier::Cpu())})).ok()) {
+      std::abort();
+    }
+    QueryServerOptions options;
+    options.listen = false;
+    auto started = QueryServer::Start(index, backend, options);
+    if (!started.ok()) std::abort();
+    server = std::move(*started);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static World* shared = new World();  // read-only requests share it
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t eol = input.find('\n');
+  const std::string_view line = input.substr(0, eol);
+  const std::string body(eol == std::string_view::npos ? std::string_view() : input.substr(eol + 1));
+  const size_t space = line.find(' ');
+  const std::string method(line.substr(0, space));
+  const std::string path(space == std::string_view::npos ? std::string_view() : line.substr(space + 1));
+
+  std::unique_ptr<World> fresh;
+  World* world = shared;
+  if (path == "/register" || path == "/unregister") {
+    fresh = std::make_unique<World>();
+    world = fresh.get();
+  }
+  std::string out;
+  std::string content_type;
+  const int code = world->server->Handle(method, path, body, out, content_type);
+  switch (code) {
+    case 200: case 400: case 404: case 405: case 413: case 501: break;
+    default: std::abort();
+  }
+  if (path == "/metrics" && code == 200) {
+    if (content_type.rfind("text/plain", 0) != 0) std::abort();
+    return 0;
+  }
+  if (content_type != "application/json") std::abort();
+  const nlohmann::json answer = nlohmann::json::parse(out, nullptr, false);
+  if (answer.is_discarded() || !answer.is_object()) std::abort();
+  if (code != 200) {
+    // Errors are {"error": "<one line>"}.
+    auto it = answer.find("error");
+    if (it == answer.end() || !it->is_string() || it->get<std::string>().empty() ||
+        it->get<std::string>().find('\n') != std::string::npos) {
+      std::abort();
+    }
+  } else if (path == "/query" || path == "/query_by_hash") {
+    // Every answered instance's figures are consistent: no tier or rank above longest_matched.
+    if (!answer.contains("data") || !answer["data"].is_object()) std::abort();
+    for (const auto& [tenant, instances] : answer["data"].items()) {
+      for (const auto& [name, m] : instances.items()) {
+        const uint64_t longest = m.at("longest_matched").get<uint64_t>();
+        if (longest > 8 || m.at("GPU").get<uint64_t>() > longest ||
+            m.at("CPU").get<uint64_t>() > longest) {
+          std::abort();
+        }
+        for (const auto& [rank, tokens] : m.at("DP").items()) {
+          if (tokens.get<uint64_t>() > longest) std::abort();
+        }
+      }
+    }
+  }
+  return 0;
+}
