@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,13 @@ bool IsEmbedsKey(const MultimodalKey& key) {
 }  // namespace codec_internal
 
 namespace {
+
+// Equality with a literal, inlined (std::string_view's == goes through an ordering compare,
+// which the compiler leaves to a memcmp call on the hot path).
+template <size_t N>
+inline bool Eq(std::string_view s, const char (&literal)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), literal, N - 1) == 0;
+}
 
 using codec_internal::EmbedsId;
 using codec_internal::NormaliseHashBytes;
@@ -247,7 +255,7 @@ MapKey LookupMapKey(std::string_view k) {
       {"base_block_idx", MapKey::kBaseBlockIdx},
   };
   for (const auto& [name, key] : kKeys) {
-    if (name == k) return key;
+    if (name.size() == k.size() && std::memcmp(name.data(), k.data(), k.size()) == 0) return key;
   }
   return MapKey::kUnknown;
 }
@@ -636,13 +644,15 @@ class Decoder {
     std::string_view s;
     if (!r_.ReadStr(s)) return TypeFail(field, "str or nil");
     // The canonical spellings skip ParseTier's case-insensitive table walk.
-    if (s == "GPU") {
-      tier = Tier::Gpu();
-    } else if (s == "CPU") {
-      tier = Tier::Cpu();
-    } else {
-      tier = ParseTier(s);
+    // (A canonical spelling is its own name: no spelling to keep.)
+    if (Eq(s, "GPU") || Eq(s, "CPU")) {
+      if (!tier || tier->kind() != (s[0] == 'G' ? Tier::Kind::kGpu : Tier::Kind::kCpu)) {
+        tier = s[0] == 'G' ? Tier::Gpu() : Tier::Cpu();
+      }
+      spelling.reset();
+      return true;
     }
+    tier = ParseTier(s);
     if (s != tier->name()) {
       spelling = std::string(s);
     } else {
@@ -666,17 +676,17 @@ class Decoder {
         if (!Skip("extra_keys", 6) || !Skip("extra_keys", 6)) return false;
         continue;
       }
-      if (key == "type") {
+      if (Eq(key, "type")) {
         if (!ReadStr("extra_keys.type", type)) return false;
-      } else if (key == "name") {
+      } else if (Eq(key, "name")) {
         if (!ReadStr("extra_keys.name", name)) return false;
-      } else if (key == "salt") {
+      } else if (Eq(key, "salt")) {
         if (!ReadStr("extra_keys.salt", salt)) return false;
-      } else if (key == "block_offset") {
+      } else if (Eq(key, "block_offset")) {
         int64_t v;
         if (!ReadI64("extra_keys.block_offset", v)) return false;
         offset = v;
-      } else if (key == "hash") {
+      } else if (Eq(key, "hash")) {
         if (r_.PeekType() == Type::kBin) {
           if (!r_.ReadBin(digest)) return TypeFail("extra_keys.hash", "bin");
           has_digest = true;
@@ -815,11 +825,11 @@ class Decoder {
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       if (r_.ReadStr(key)) {
-        if (key == "cache_salt") {
+        if (Eq(key, "cache_salt")) {
           if (!ReadOptStr("metadata.cache_salt", salt)) return false;
           continue;
         }
-        if (key == "session_id") {
+        if (Eq(key, "session_id")) {
           if (!ReadOptStr("metadata.session_id", session)) return false;
           continue;
         }
@@ -1065,11 +1075,11 @@ class Decoder {
     } else {
       return Fail(StatusCode::kMalformed, "type", "missing (neither event_type nor type)");
     }
-    if (tag == "stored" || tag == "BlockStored") {
+    if (Eq(tag, "stored") || Eq(tag, "BlockStored")) {
       kind = Kind::kStored;
-    } else if (tag == "removed" || tag == "BlockRemoved") {
+    } else if (Eq(tag, "removed") || Eq(tag, "BlockRemoved")) {
       kind = Kind::kRemoved;
-    } else if (tag == "cleared" || tag == "AllBlocksCleared") {
+    } else if (Eq(tag, "cleared") || Eq(tag, "AllBlocksCleared")) {
       kind = Kind::kCleared;
     }
     if (kind == Kind::kUnknown) {
@@ -1159,11 +1169,11 @@ class Decoder {
     if (n == 0) return Fail(StatusCode::kMalformed, "event", "empty array (no tag)");
     std::string_view tag;
     if (!r_.ReadStr(tag)) return TypeFail("tag", "str");
-    if (tag == "BlockStored" || tag == "BlockRemoved") {
+    if (Eq(tag, "BlockStored") || Eq(tag, "BlockRemoved")) {
       event_family_ = Family::kEngine;
-      return tag == "BlockStored" ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
+      return Eq(tag, "BlockStored") ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
     }
-    if (tag == "AllBlocksCleared" || tag == "RemoveAllEvent") {
+    if (Eq(tag, "AllBlocksCleared") || Eq(tag, "RemoveAllEvent")) {
       if (tag[0] == 'R') flags_.any_seed_event = true;
       for (uint32_t i = 1; i < n; ++i) {
         if (!Skip(tag, kEventLevel)) return false;
@@ -1171,12 +1181,12 @@ class Decoder {
       out.push_back(AllCleared{});
       return true;
     }
-    if (tag == "BlockUpdateEvent") {
+    if (Eq(tag, "BlockUpdateEvent")) {
       flags_.any_seed_event = true;
       event_family_ = Family::kSeed;
       return DecodeStoreUpdateArray(n, out);
     }
-    if (tag == "BlockStoreEvent") {
+    if (Eq(tag, "BlockStoreEvent")) {
       flags_.any_seed_event = true;
       event_family_ = Family::kSeed;
       return DecodeBlockStoreArray(n, out);
@@ -1327,13 +1337,13 @@ bool DecodeMapBatch(Reader& r, Decoder& d, Flags& flags, EventBatch& batch) {
       if (!d.Skip("batch key", kBatchLevel) || !d.Skip("batch", kBatchLevel)) return false;
       continue;
     }
-    if (key == "ts") {
+    if (Eq(key, "ts")) {
       if (!ReadTs(r, d, flags, batch.ts)) return false;
       has_ts = true;
-    } else if (key == "events") {
+    } else if (Eq(key, "events")) {
       if (!d.DecodeEvents(batch)) return false;
       has_events = true;
-    } else if (key == "data_parallel_rank" || key == "attn_dp_rank" || key == "dp_rank") {
+    } else if (Eq(key, "data_parallel_rank") || Eq(key, "attn_dp_rank") || Eq(key, "dp_rank")) {
       if (!d.ReadRank(key, batch.dp_rank)) return false;
     } else if (!d.Skip(key, kBatchLevel)) {
       return false;
