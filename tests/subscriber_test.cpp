@@ -267,7 +267,7 @@ TEST_CASE("A ring that lost the batches: they are counted lost, held live batche
   json steps = Concat({kWaitSub, Steps(0, 6, [](uint64_t s, json& b) {
                          if (s >= 2 && s <= 4) b["skip"] = true;
                        }),
-                       json::array({json{{"wait_request", true}}}), Steps(6, 10)});
+                       json::array({json{{"wait_served", 1}}}), Steps(6, 10)});
   PyPublisher pub(dir, "p", steps, {"--replay", "tcp://127.0.0.1:*", "--ring", "2"});
   const std::string path = (dir.path / "cap.kvcap").string();
   auto writer = CaptureWriter::Create(path);
@@ -278,10 +278,19 @@ TEST_CASE("A ring that lost the batches: they are counted lost, held live batche
   auto sub = Subscriber::Create(&index, writer->get(), options);
   REQUIRE(sub.ok());
   REQUIRE((*sub)->AddSource(Source("a=vllm@" + pub.pub() + ",model=m,replay=" + pub.replay())).ok());
-  CHECK(RunUntil(**sub, [](const SubscriberStatus& s) {
+  const bool done = RunUntil(**sub, [](const SubscriberStatus& s) {
     return !s.sources.empty() && s.sources[0].messages == 7 &&
            s.sources[0].ingest.sequence.applied == 8;
-  }));
+  });
+  {
+    const auto st = (*sub)->status().sources.at(0);
+    const auto& q = st.ingest.sequence;
+    INFO("messages " << st.messages << " applied " << q.applied << " lost " << q.lost
+                     << " recovered " << q.recovered << " requests " << q.replay_requests
+                     << " orphan replays " << q.orphan_replays << " reapplied " << q.reapplied
+                     << " timeouts " << st.replay_timeouts << " waiting " << st.waiting);
+    CHECK(done);
+  }
   REQUIRE((*writer)->Close().ok());
   const auto c = (*sub)->status().sources.at(0);
   CHECK(c.ingest.sequence.lost == 2);

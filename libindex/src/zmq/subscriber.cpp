@@ -180,9 +180,18 @@ struct Subscriber::Impl : IngestObserver {
     any_orphans_seen = false;
     for (auto& s : sources) {
       if (!s || !s->orphans_seen) continue;
-      s->orphans_seen = false;
       const auto now = Clock::now();
-      if (now < s->next_orphan_replay || !ingestor.StartOrphanReplay(s->id)) continue;
+      if (now < s->next_orphan_replay) {
+        s->orphans_seen = false;  // rate-limited: later orphans ask again
+        continue;
+      }
+      if (!ingestor.StartOrphanReplay(s->id)) {
+        // Another replay is outstanding (the orphans may come from its own batches): ask once
+        // it has ended.
+        any_orphans_seen = true;
+        continue;
+      }
+      s->orphans_seen = false;
       const Clock::duration base = options.orphan_replay_interval;
       const Clock::duration most = 64 * base;
       const bool quiet = now - s->last_orphan_replay > 2 * most;
