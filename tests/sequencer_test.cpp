@@ -273,6 +273,36 @@ TEST_CASE("A replay that ends before a later hole asks again instead of losing i
   CHECK(log.Take() == "r8 l8+1 a9");
 }
 
+TEST_CASE("Backfill: live batches older than the ring's oldest are applied, not dropped") {
+  // Regression (scripts/bench-ingest.sh): the ring was read after the live stream had passed it,
+  // so its oldest batch (90) was newer than the live batches held meanwhile (0..91); they were
+  // all dropped as duplicates and never counted.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  for (uint64_t i = 0; i <= 91; ++i) s.OnLive(i, Good(i), log);
+  CHECK(log.Take() == "r0");
+  s.OnReplayed(90, Good(90), log);
+  s.OnReplayed(91, Good(91), log);
+  s.OnReplayEnd(log);
+  CHECK(s.counters().applied == 92);
+  CHECK(s.counters().lost == 0);
+  CHECK(s.counters().duplicates == 2);
+  CHECK(s.watermark() == 91);
+  CHECK(s.held() == 0);
+  CHECK_FALSE(s.waiting());
+  log.Take();
+  // A hole among them that the ring no longer holds is lost, the rest applied in order.
+  Seq t;
+  t.StartBackfill(log);
+  t.OnLive(0, Good(0), log);
+  t.OnLive(2, Good(2), log);
+  t.OnReplayed(5, Good(5), log);  // the ring holds only 5: 1, 3, 4 are gone
+  t.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 a0 l1+1 a2 l3+2 a5");
+  CHECK(t.counters().lost == 3);
+}
+
 TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
   // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
   // holding every live batch and applying none.

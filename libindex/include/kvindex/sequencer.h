@@ -159,6 +159,19 @@ class SourceSequencer {
       ++counters_.malformed;
       return;
     }
+    if (!initialized_ && !held_.empty() && held_.begin()->first < seq) {
+      // Backfill, but live batches received meanwhile are older than the ring's oldest (the
+      // ring was read after they left it): they are the oldest data there is, so they start the
+      // stream, and this batch is handled below like any replayed one.
+      initialized_ = true;
+      backfilling_ = false;
+      auto first = held_.begin();
+      SetWatermark(first->first);
+      sink.Apply(first->first, std::move(first->second));
+      ++counters_.applied;
+      held_.erase(first);
+      Drain(sink);
+    }
     if (!initialized_) {
       // Backfill: the first replayed batch sets the watermark (older ones left the ring).
       initialized_ = true;
