@@ -1,8 +1,10 @@
 // BM_CaptureReplay: a capture of 1-event batches (vLLM positional, one 16-token block each, chains
 // of 32 blocks, 4 sources) read, checksum-verified, decoded and applied to a PrefixIndex through
 // CaptureReplayer — the whole offline path. Items = batches. Target (SPEC §8): >= 1 M batches/s.
-// Baselines in the same binary: BM_CaptureRead (read + verify only) and BM_CaptureDecode (read +
-// verify + decode, no index), so the cost of each stage shows as a ratio.
+// Baselines in the same binary: BM_CaptureRead (read + verify only), BM_CaptureDecode (read +
+// verify + decode into a fresh EventBatch per record, no index) and BM_CaptureDecodeInto (the
+// same into one reused EventBatch, as the Ingestor decodes), so the cost of each stage shows as a
+// ratio.
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,6 +108,27 @@ void BM_CaptureDecode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatches);
 }
 BENCHMARK(BM_CaptureDecode)->Unit(benchmark::kMillisecond);
+
+// As BM_CaptureDecode, but into one reused EventBatch (DecodeEventBatchInto), as the Ingestor
+// decodes: the decode stage of BM_CaptureReplay.
+void BM_CaptureDecodeInto(benchmark::State& state) {
+  const std::string& path = CapturePath();
+  kvindex::EventBatch batch;
+  for (auto _ : state) {
+    auto reader = kvindex::CaptureReader::Open({path});
+    kvindex::CaptureRecord record;
+    int64_t events = 0;
+    while ((*reader)->Next(record)) {
+      if (record.type != kvindex::CaptureRecordType::kMessage) continue;
+      if (kvindex::DecodeEventBatchInto(record.frames[2], batch).ok()) {
+        events += static_cast<int64_t>(batch.events.size());
+      }
+    }
+    benchmark::DoNotOptimize(events);
+  }
+  state.SetItemsProcessed(state.iterations() * kBatches);
+}
+BENCHMARK(BM_CaptureDecodeInto)->Unit(benchmark::kMillisecond);
 
 void BM_CaptureReplay(benchmark::State& state) {
   const std::string& path = CapturePath();

@@ -1,5 +1,7 @@
-// BM_EventCodec_Decode/<format>/<events>x<blocks>: DecodeEventBatch of one payload into an
-// EventBatch; BM_EventCodec_Encode/<format>/<events>x<blocks>: EncodeEventBatch of the same batch;
+// BM_EventCodec_Decode/<format>/<events>x<blocks>: DecodeEventBatch of one payload into a fresh
+// EventBatch; BM_EventCodec_DecodeInto/...: DecodeEventBatchInto of the same payload into one
+// reused EventBatch (what the live and capture-replay paths do);
+// BM_EventCodec_Encode/<format>/<events>x<blocks>: EncodeEventBatch of the same batch;
 // BM_MsgpackUnpack_Baseline/<format>/<events>x<blocks>: msgpack-cxx's generic msgpack::unpack of
 // the same payload into an object tree (the floor a tree-building decoder pays, before it has
 // filled any EventBatch). Bytes = payload bytes; items = blocks.
@@ -88,6 +90,18 @@ void Decode(benchmark::State& state, WireFormat format, int events, int blocks) 
   Report(state, payload.size(), events * blocks);
 }
 
+// Into one reused EventBatch (DecodeEventBatchInto), as the live and capture-replay paths decode.
+void DecodeInto(benchmark::State& state, WireFormat format, int events, int blocks) {
+  const auto payload = Encode(MakeBatch(format, events, blocks), format);
+  kvindex::EventBatch batch;
+  for (auto _ : state) {
+    if (!kvindex::DecodeEventBatchInto(payload, batch).ok()) state.SkipWithError("decode failed");
+    benchmark::DoNotOptimize(batch.events.data());
+    benchmark::ClobberMemory();
+  }
+  Report(state, payload.size(), events * blocks);
+}
+
 void EncodeBench(benchmark::State& state, WireFormat format, int events, int blocks) {
   const auto batch = MakeBatch(format, events, blocks);
   std::vector<std::byte> out;
@@ -120,6 +134,8 @@ int RegisterAll() {
                                  std::to_string(events) + "x" + std::to_string(blocks);
       benchmark::RegisterBenchmark(("BM_EventCodec_Decode" + suffix).c_str(), Decode, f, events,
                                    blocks);
+      benchmark::RegisterBenchmark(("BM_EventCodec_DecodeInto" + suffix).c_str(), DecodeInto, f,
+                                   events, blocks);
       benchmark::RegisterBenchmark(("BM_EventCodec_Encode" + suffix).c_str(), EncodeBench, f,
                                    events, blocks);
       benchmark::RegisterBenchmark(("BM_MsgpackUnpack_Baseline" + suffix).c_str(), Unpack, f,

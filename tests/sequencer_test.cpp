@@ -9,13 +9,17 @@
 namespace kvindex {
 namespace {
 
-// Records every decision as a short string: "a5" apply seq 5, "c" clear, "r3" replay from 3,
-// "l3+2" lost seqs 3..4. Items are the seq itself times 10, so a wrong pairing shows.
+// Records every decision as a short string: "a5" apply seq 5, "R5" re-apply seq 5 (orphan
+// replay), "c" clear, "r3" replay from 3, "l3+2" lost seqs 3..4. Items are the seq itself times 10, so a wrong pairing shows.
 struct Log {
   std::vector<std::string> out;
   void Apply(uint64_t seq, int&& item) {
     CHECK(item == static_cast<int>(seq) * 10);
     out.push_back("a" + std::to_string(seq));
+  }
+  void Reapply(uint64_t seq, int&& item) {
+    CHECK(item == static_cast<int>(seq) * 10);
+    out.push_back("R" + std::to_string(seq));
   }
   void Clear() { out.push_back("c"); }
   void RequestReplay(uint64_t from) { out.push_back("r" + std::to_string(from)); }
@@ -269,6 +273,36 @@ TEST_CASE("A replay that ends before a later hole asks again instead of losing i
   CHECK(log.Take() == "r8 l8+1 a9");
 }
 
+TEST_CASE("Backfill: live batches older than the ring's oldest are applied, not dropped") {
+  // Regression (scripts/bench-ingest.sh): the ring was read after the live stream had passed it,
+  // so its oldest batch (90) was newer than the live batches held meanwhile (0..91); they were
+  // all dropped as duplicates and never counted.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  for (uint64_t i = 0; i <= 91; ++i) s.OnLive(i, Good(i), log);
+  CHECK(log.Take() == "r0");
+  s.OnReplayed(90, Good(90), log);
+  s.OnReplayed(91, Good(91), log);
+  s.OnReplayEnd(log);
+  CHECK(s.counters().applied == 92);
+  CHECK(s.counters().lost == 0);
+  CHECK(s.counters().duplicates == 2);
+  CHECK(s.watermark() == 91);
+  CHECK(s.held() == 0);
+  CHECK_FALSE(s.waiting());
+  log.Take();
+  // A hole among them that the ring no longer holds is lost, the rest applied in order.
+  Seq t;
+  t.StartBackfill(log);
+  t.OnLive(0, Good(0), log);
+  t.OnLive(2, Good(2), log);
+  t.OnReplayed(5, Good(5), log);  // the ring holds only 5: 1, 3, 4 are gone
+  t.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 a0 l1+1 a2 l3+2 a5");
+  CHECK(t.counters().lost == 3);
+}
+
 TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
   // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
   // holding every live batch and applying none.
@@ -304,6 +338,108 @@ TEST_CASE("Too many held batches give up on the hole (bounded memory)") {
   for (uint64_t i = 2; i <= 5; ++i) s.OnLive(i, Good(i), log);
   CHECK(log.Take() == "a0 r1 l1+1 a2 a3 a4 a5");
   CHECK(s.held() == 0);
+}
+
+TEST_CASE("An orphan replay re-applies the ring in order while live batches wait behind it") {
+  Seq s;
+  Log log;
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  CHECK(log.Take() == "a5 a6");
+  REQUIRE(s.StartOrphanReplay(log));
+  CHECK(log.Take() == "r0");  // the whole ring: the missing parent may be anywhere in it
+  CHECK_FALSE(s.StartOrphanReplay(log));  // at most one outstanding request per source
+  CHECK(s.orphan_replay());
+  s.OnLive(7, Good(7), log);  // held, not a gap: nothing is missing
+  CHECK(log.Take().empty());
+  CHECK(s.held() == 1);
+  for (uint64_t seq = 3; seq <= 8; ++seq) s.OnReplayed(seq, Good(seq), log);
+  // 3..6 applied again in ring order; 7 from the ring (superseding the held live copy); 8 is new.
+  CHECK(log.Take() == "R3 R4 R5 R6 a7 a8");
+  s.OnReplayEnd(log);
+  CHECK(log.Take().empty());
+  s.OnLive(8, Good(8), log);  // arrives live after the ring gave it
+  s.OnLive(9, Good(9), log);
+  CHECK(log.Take() == "a9");
+  CHECK(s.counters().orphan_replays == 1);
+  CHECK(s.counters().replay_requests == 1);
+  CHECK(s.counters().reapplied == 4);
+  CHECK(s.counters().gaps == 0);
+  CHECK(s.counters().recovered == 0);
+  CHECK(s.counters().lost == 0);
+  CHECK(s.counters().duplicates == 1);
+  CHECK_FALSE(s.orphan_replay());
+  CHECK_FALSE(s.waiting());
+}
+
+TEST_CASE("An orphan replay applies again only what was applied before it was asked for") {
+  Seq s;
+  Log log;
+  s.OnLive(5, Good(5), log);
+  REQUIRE(s.StartOrphanReplay(log));
+  s.OnLive(6, Good(6), log);
+  s.OnLive(7, Good(7), log);
+  s.OnReplayed(5, Good(5), log);
+  s.OnReplayed(6, Good(6), log);  // from the ring; the held 7 follows at once
+  s.OnReplayed(7, Good(7), log);  // applied during this replay: a duplicate, not applied again
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "a5 r0 R5 a6 a7");
+  CHECK(s.counters().reapplied == 1);
+  CHECK(s.counters().duplicates == 1);
+}
+
+TEST_CASE("No orphan replay before the first batch, during backfill, or while a gap is replayed") {
+  Seq fresh;
+  Log log;
+  CHECK_FALSE(fresh.StartOrphanReplay(log));
+  Seq backfill;
+  backfill.StartBackfill(log);
+  CHECK(log.Take() == "r0");
+  CHECK_FALSE(backfill.StartOrphanReplay(log));
+  Seq gap;
+  gap.OnLive(0, Good(0), log);
+  gap.OnLive(2, Good(2), log);
+  CHECK(log.Take() == "a0 r1");
+  CHECK_FALSE(gap.StartOrphanReplay(log));
+  CHECK(log.Take().empty());
+  CHECK(gap.counters().orphan_replays == 0);
+}
+
+TEST_CASE("A hole among the batches held behind an orphan replay is asked for when it ends") {
+  Seq s;
+  Log log;
+  s.OnLive(0, Good(0), log);
+  REQUIRE(s.StartOrphanReplay(log));
+  s.OnLive(1, Good(1), log);
+  s.OnLive(3, Good(3), log);  // 2 missing: a gap, but the orphan replay is the outstanding request
+  CHECK(log.Take() == "a0 r0");
+  CHECK(s.counters().gaps == 1);
+  s.OnReplayed(0, Good(0), log);  // the ring was read before 1 was published
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "R0 a1 r2");
+  s.OnReplayed(2, Good(2), log);
+  s.OnReplayed(3, Good(3), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "a2 a3");
+  CHECK(s.counters().recovered == 1);
+  CHECK(s.counters().lost == 0);
+  CHECK_FALSE(s.waiting());
+}
+
+TEST_CASE("An orphan replay given up on (timeout) applies the held live batches") {
+  Seq s;
+  Log log;
+  s.OnLive(4, Good(4), log);
+  REQUIRE(s.StartOrphanReplay(log));
+  s.OnLive(5, Good(5), log);
+  s.OnLive(6, Good(6), log);
+  CHECK(log.Take() == "a4 r0");
+  s.GiveUp(log);
+  CHECK(log.Take() == "a5 a6");
+  CHECK(s.counters().lost == 0);
+  s.OnReplayed(4, Good(4), log);  // a late reply to the abandoned request
+  CHECK(log.Take().empty());
+  CHECK_FALSE(s.waiting());
 }
 
 TEST_CASE("The same calls give the same decisions (offline replay equals live)") {
@@ -350,6 +486,7 @@ TEST_CASE("Random drops, duplicates and corruption with a replay ring: nothing a
         std::vector<uint64_t> lost;
         std::optional<uint64_t> request;
         void Apply(uint64_t seq, int&&) { applied.push_back(seq); }
+        void Reapply(uint64_t, int&&) { FAIL("no orphan replay expected"); }
         void Clear() { FAIL("no restart expected"); }
         void RequestReplay(uint64_t from) { request = from; }
         void Lost(uint64_t first, uint64_t count) {

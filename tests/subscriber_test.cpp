@@ -267,7 +267,7 @@ TEST_CASE("A ring that lost the batches: they are counted lost, held live batche
   json steps = Concat({kWaitSub, Steps(0, 6, [](uint64_t s, json& b) {
                          if (s >= 2 && s <= 4) b["skip"] = true;
                        }),
-                       json::array({json{{"wait_request", true}}}), Steps(6, 10)});
+                       json::array({json{{"wait_served", 1}}}), Steps(6, 10)});
   PyPublisher pub(dir, "p", steps, {"--replay", "tcp://127.0.0.1:*", "--ring", "2"});
   const std::string path = (dir.path / "cap.kvcap").string();
   auto writer = CaptureWriter::Create(path);
@@ -278,10 +278,19 @@ TEST_CASE("A ring that lost the batches: they are counted lost, held live batche
   auto sub = Subscriber::Create(&index, writer->get(), options);
   REQUIRE(sub.ok());
   REQUIRE((*sub)->AddSource(Source("a=vllm@" + pub.pub() + ",model=m,replay=" + pub.replay())).ok());
-  CHECK(RunUntil(**sub, [](const SubscriberStatus& s) {
+  const bool done = RunUntil(**sub, [](const SubscriberStatus& s) {
     return !s.sources.empty() && s.sources[0].messages == 7 &&
            s.sources[0].ingest.sequence.applied == 8;
-  }));
+  });
+  {
+    const auto st = (*sub)->status().sources.at(0);
+    const auto& q = st.ingest.sequence;
+    INFO("messages " << st.messages << " applied " << q.applied << " lost " << q.lost
+                     << " recovered " << q.recovered << " requests " << q.replay_requests
+                     << " orphan replays " << q.orphan_replays << " reapplied " << q.reapplied
+                     << " timeouts " << st.replay_timeouts << " waiting " << st.waiting);
+    CHECK(done);
+  }
   REQUIRE((*writer)->Close().ok());
   const auto c = (*sub)->status().sources.at(0);
   CHECK(c.ingest.sequence.lost == 2);
@@ -429,6 +438,59 @@ TEST_CASE("A subscriber started mid-stream backfills from the ring") {
   CHECK(Matched(index, "a", Tokens(8)) == 32);
 }
 
+TEST_CASE("An orphan asks for the ring again: the missing parents are restored, live and offline") {
+  REQUIRE_CODEC();
+  TempDir dir;
+  // 0..4 are published before anyone subscribes (kept in the ring) and there is no backfill, so
+  // batch 5 is the first one applied and its block is an orphan (its parent 1004 is unknown).
+  json steps = Concat({Steps(0, 5), json::array({json{{"ready", true}}}), kWaitSub,
+                       json::array({json{{"sleep", 0.3}}}), Steps(5, 8)});
+  PyPublisher pub(dir, "p", steps, {"--replay", "tcp://127.0.0.1:*"});
+  const std::string path = (dir.path / "cap.kvcap").string();
+  auto writer = CaptureWriter::Create(path);
+  REQUIRE(writer.ok());
+  PrefixIndex live;
+  SubscriberOptions options;
+  options.backfill = false;
+  options.orphan_replay_interval = std::chrono::milliseconds(0);
+  auto sub = Subscriber::Create(&live, writer->get(), options);
+  REQUIRE(sub.ok());
+  REQUIRE((*sub)->AddSource(Source("a=vllm@" + pub.pub() + ",model=m,replay=" + pub.replay())).ok());
+  CHECK(RunUntil(**sub, [](const SubscriberStatus& s) {
+    return !s.sources.empty() && s.sources[0].ingest.sequence.applied == 3 && !s.sources[0].waiting;
+  }));
+  REQUIRE((*writer)->Close().ok());
+  const SourceCounters c = (*sub)->ingestor().counters(SourceId{0});
+  CHECK(c.index.orphans == 1);              // batch 5, once
+  CHECK(c.sequence.orphan_replays == 1);
+  CHECK(c.sequence.reapplied == 6);         // 0..5 from the ring (5 again, now with its parent)
+  CHECK(c.sequence.applied == 3);           // 5, 6, 7 (each applied once as new)
+  CHECK(c.sequence.gaps == 0);
+  CHECK(c.sequence.lost == 0);
+  CHECK(Matched(live, "a", Tokens(8)) == 32);  // the whole chain, from block 0
+  uint64_t notes = 0;
+  for (const auto& r : ReadAll({path})) {
+    if (r.type == CaptureRecordType::kNote && r.text() == "orphan-replay") ++notes;
+  }
+  CHECK(notes == 1);
+
+  // Offline equals live: the note starts the same replay, the recorded replies re-apply the ring.
+  PrefixIndex offline;
+  Ingestor ingestor(&offline);
+  CaptureReplayer replayer(ingestor);
+  auto reader = CaptureReader::Open({path});
+  REQUIRE(reader.ok());
+  REQUIRE(replayer.ApplyAll(**reader).ok());
+  const SourceCounters& off = ingestor.counters(SourceId{0});
+  CHECK(off.index.orphans == c.index.orphans);
+  CHECK(off.sequence.orphan_replays == c.sequence.orphan_replays);
+  CHECK(off.sequence.reapplied == c.sequence.reapplied);
+  CHECK(off.sequence.applied == c.sequence.applied);
+  CHECK(off.index.stored == c.index.stored);
+  CHECK(Matched(offline, "a", Tokens(8)) == 32);
+  CHECK(offline.stats().blocks == live.stats().blocks);
+}
+
 TEST_CASE("subscribe --record: an offline replay of the capture reaches the live state") {
   REQUIRE_CODEC();
   TempDir dir;
@@ -437,9 +499,9 @@ TEST_CASE("subscribe --record: an offline replay of the capture reaches the live
   // The backfill (an empty ring) is answered before the stream starts, and the restart comes
   // after the gaps are recovered: a restart inside the backfill window cannot be told apart from
   // the old incarnation's held batches (both are held by sequence).
-  // The backfill is the first request; it may be served while the publisher still waits for the
-  // subscription, hence a total count rather than "one more".
-  json steps = Concat({kWaitSub, json::array({json{{"wait_request", 1}}}),
+  // (The backfill request may be served while the publisher still waits for the subscription:
+  // wait for one request served in all, not for one more.)
+  json steps = Concat({kWaitSub, json::array({json{{"wait_served", 1}}}),
                        Steps(0, 12, [](uint64_t s, json& b) {
                          if (s == 2 || s == 8) b["skip"] = true;
                          if (s == 4) b["dup"] = true;

@@ -181,6 +181,37 @@ Status CaptureWriter::MaybeRotate() {
   return Status::Ok();
 }
 
+std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                                      size_t body_size) {
+  const size_t total = kCaptureRecordHeaderSize + body_size;
+  record_start_ = pending_.size();
+  pending_.resize(record_start_ + total);
+  std::byte* p = pending_.data() + record_start_;
+  PutLe32(p, static_cast<uint32_t>(total));
+  p[4] = static_cast<std::byte>(type);
+  p[5] = std::byte{0};
+  PutLe16(p + 6, static_cast<uint16_t>(kCaptureRecordHeaderSize));
+  PutLe64(p + 16, static_cast<uint64_t>(recv_ns));
+  PutLe32(p + 24, source.value);
+  PutLe32(p + 28, 0);
+  return p + kCaptureRecordHeaderSize;
+}
+
+Status CaptureWriter::FinishRecord() {
+  std::byte* p = pending_.data() + record_start_;
+  const size_t total = pending_.size() - record_start_;
+  PutLe64(p + 8, RecordChecksum(p, total));
+  file_bytes_ += total;
+  bytes_written_ += total;
+  ++records_written_;
+  dirty_ = true;
+  if (!coalescing_ || pending_.size() >= kCaptureCoalesceBytes) {
+    KVINDEX_RETURN_IF_ERROR(Flush());
+  }
+  KVINDEX_RETURN_IF_ERROR(MaybeSync());
+  return MaybeRotate();
+}
+
 Status CaptureWriter::WriteRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                                   std::span<const std::span<const std::byte>> body_parts) {
   if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
@@ -191,29 +222,28 @@ Status CaptureWriter::WriteRecord(CaptureRecordType type, SourceId source, int64
                                  " bytes exceeds the maximum of " +
                                  std::to_string(kCaptureMaxBody));
   }
-  const size_t total = kCaptureRecordHeaderSize + body_size;
-  scratch_.resize(total);
-  std::byte* p = scratch_.data();
-  PutLe32(p, static_cast<uint32_t>(total));
-  p[4] = static_cast<std::byte>(type);
-  p[5] = std::byte{0};
-  PutLe16(p + 6, static_cast<uint16_t>(kCaptureRecordHeaderSize));
-  PutLe64(p + 16, static_cast<uint64_t>(recv_ns));
-  PutLe32(p + 24, source.value);
-  PutLe32(p + 28, 0);
-  size_t pos = kCaptureRecordHeaderSize;
+  std::byte* body = BeginRecord(type, source, recv_ns, body_size);
   for (const auto& part : body_parts) {
-    if (!part.empty()) std::memcpy(p + pos, part.data(), part.size());
-    pos += part.size();
+    if (!part.empty()) std::memcpy(body, part.data(), part.size());
+    body += part.size();
   }
-  PutLe64(p + 8, RecordChecksum(p, total));
-  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, p, total, paths_.back()));
-  file_bytes_ += total;
-  bytes_written_ += total;
-  ++records_written_;
-  dirty_ = true;
-  KVINDEX_RETURN_IF_ERROR(MaybeSync());
-  return MaybeRotate();
+  return FinishRecord();
+}
+
+void CaptureWriter::set_coalescing(bool on) {
+  coalescing_ = on;
+  if (!on) (void)Flush();
+}
+
+Status CaptureWriter::Flush() {
+  if (pending_.empty()) return Status::Ok();
+  if (fd_ < 0) {
+    pending_.clear();
+    return Status::IoError(base_path_ + ": capture writer is closed");
+  }
+  const Status status = WriteAll(fd_, pending_.data(), pending_.size(), paths_.back());
+  pending_.clear();
+  return status;
 }
 
 Status CaptureWriter::WriteSourceDefinition(SourceId source, std::string_view definition_json,
@@ -233,24 +263,24 @@ Status CaptureWriter::WriteSourceDefinition(SourceId source, std::string_view de
 
 Status CaptureWriter::WriteFrames(CaptureRecordType type, SourceId source, int64_t recv_ns,
                                   std::span<const std::span<const std::byte>> frames) {
-  // Body: u32 frame count, then u32 length + bytes per frame. Parts alternate length / bytes.
-  std::vector<std::byte> lengths(4 + 4 * frames.size());
-  PutLe32(lengths.data(), static_cast<uint32_t>(frames.size()));
-  std::vector<std::span<const std::byte>> parts;
-  parts.reserve(1 + 2 * frames.size());
-  parts.emplace_back(lengths.data(), 4);
-  size_t body = 4;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    PutLe32(lengths.data() + 4 + 4 * i, static_cast<uint32_t>(frames[i].size()));
-    parts.emplace_back(lengths.data() + 4 + 4 * i, 4);
-    parts.push_back(frames[i]);
-    body += 4 + frames[i].size();
-  }
-  if (body > kCaptureMaxBody) {
-    return Status::LimitExceeded("message of " + std::to_string(body) +
+  if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
+  // Body: u32 frame count, then u32 length + bytes per frame, built in place.
+  size_t body_size = 4;
+  for (const auto& frame : frames) body_size += 4 + frame.size();
+  if (body_size > kCaptureMaxBody) {
+    return Status::LimitExceeded("message of " + std::to_string(body_size) +
                                  " bytes exceeds the capture record maximum");
   }
-  return WriteRecord(type, source, recv_ns, parts);
+  std::byte* p = BeginRecord(type, source, recv_ns, body_size);
+  PutLe32(p, static_cast<uint32_t>(frames.size()));
+  p += 4;
+  for (const auto& frame : frames) {
+    PutLe32(p, static_cast<uint32_t>(frame.size()));
+    p += 4;
+    if (!frame.empty()) std::memcpy(p, frame.data(), frame.size());
+    p += frame.size();
+  }
+  return FinishRecord();
 }
 
 Status CaptureWriter::WriteObservation(CaptureRecordType type, SourceId source, int64_t recv_ns,
@@ -276,6 +306,7 @@ Status CaptureWriter::MaybeSync() {
 }
 
 Status CaptureWriter::Sync() {
+  KVINDEX_RETURN_IF_ERROR(Flush());
   if (fd_ < 0 || !dirty_) return Status::Ok();
   if (::fdatasync(fd_) != 0) {
     return Status::IoError(paths_.back() + ": fsync: " + ErrnoText(errno));
@@ -287,7 +318,7 @@ Status CaptureWriter::Sync() {
 
 Status CaptureWriter::Close() {
   if (fd_ < 0) return Status::Ok();
-  Status status = Sync();
+  Status status = Sync();  // flushes first
   if (::close(fd_) != 0 && status.ok()) {
     status = Status::IoError(paths_.back() + ": close: " + ErrnoText(errno));
   }

@@ -3,6 +3,12 @@
 #include "kvindex/source_spec.h"
 
 namespace kvindex {
+namespace {
+
+// Capture source ids below this are looked up in a vector (they are small in practice).
+constexpr uint32_t kDenseIds = 4096;
+
+}  // namespace
 
 std::optional<SourceId> CaptureReplayer::Source(SourceId capture_source) const {
   const auto it = sources_.find(capture_source.value);
@@ -28,6 +34,10 @@ Status CaptureReplayer::Apply(const CaptureRecord& record) {
     auto id = ingestor_.AddSource(*config);
     if (!id.ok()) return id.status().WithContext("record at byte " + std::to_string(record.offset));
     sources_.emplace(record.source.value, std::make_pair(*id, json));
+    if (record.source.value < kDenseIds) {
+      if (dense_.size() <= record.source.value) dense_.resize(record.source.value + 1, -1);
+      dense_[record.source.value] = id->value;
+    }
     return Status::Ok();
   }
   if (record.type == CaptureRecordType::kNote) {
@@ -38,14 +48,25 @@ Status CaptureReplayer::Apply(const CaptureRecord& record) {
       const auto it = sources_.find(record.source.value);
       if (it != sources_.end()) ingestor_.StartBackfill(it->second.first);
     }
+    // ... and asked for its ring again because a batch had orphans (a decision that depends on
+    // the clock): the replayed batches that follow are applied as live applied them.
+    if (record.text() == "orphan-replay") {
+      const auto it = sources_.find(record.source.value);
+      if (it != sources_.end()) ingestor_.StartOrphanReplay(it->second.first);
+    }
     return Status::Ok();
   }
-  const auto it = sources_.find(record.source.value);
-  if (it == sources_.end()) {
-    ++stats_.unknown_source_records;
-    return Status::Ok();
+  SourceId source;
+  if (record.source.value < dense_.size() && dense_[record.source.value] >= 0) {
+    source = SourceId{static_cast<uint32_t>(dense_[record.source.value])};
+  } else {
+    const auto it = sources_.find(record.source.value);
+    if (it == sources_.end()) {
+      ++stats_.unknown_source_records;
+      return Status::Ok();
+    }
+    source = it->second.first;
   }
-  const SourceId source = it->second.first;
   switch (record.type) {
     case CaptureRecordType::kMessage:
       ++stats_.messages;

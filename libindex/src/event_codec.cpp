@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,13 @@ bool IsEmbedsKey(const MultimodalKey& key) {
 }  // namespace codec_internal
 
 namespace {
+
+// Equality with a literal, inlined (std::string_view's == goes through an ordering compare,
+// which the compiler leaves to a memcmp call on the hot path).
+template <size_t N>
+inline bool Eq(std::string_view s, const char (&literal)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), literal, N - 1) == 0;
+}
 
 using codec_internal::EmbedsId;
 using codec_internal::NormaliseHashBytes;
@@ -247,10 +255,108 @@ MapKey LookupMapKey(std::string_view k) {
       {"base_block_idx", MapKey::kBaseBlockIdx},
   };
   for (const auto& [name, key] : kKeys) {
-    if (name == k) return key;
+    if (name.size() == k.size() && std::memcmp(name.data(), k.data(), k.size()) == 0) return key;
   }
   return MapKey::kUnknown;
 }
+
+// The events of the batch being decoded, written over the events a reused batch already holds:
+// a slot that holds an event of the wanted kind is emptied in place, so its vectors keep their
+// capacity and a steady stream of similar batches decodes without allocating (DecodeEventBatchInto).
+class EventSlots {
+ public:
+  explicit EventSlots(std::vector<Event>& events) : events_(events) {}
+  ~EventSlots() { events_.resize(used_); }
+  EventSlots(const EventSlots&) = delete;
+  EventSlots& operator=(const EventSlots&) = delete;
+
+  size_t size() const { return used_; }
+  Event& back() { return events_[used_ - 1]; }
+  // Drops the events after the first `n` (an event that failed alone).
+  void Truncate(size_t n) { used_ = n; }
+  // Room for `n` more events beyond those the batch already holds.
+  void Reserve(size_t n) { events_.reserve(std::max(events_.size(), used_ + n)); }
+
+  // The next event, empty, of kind T.
+  template <typename T>
+  T& Next() {
+    if (used_ < events_.size()) {
+      Event& slot = events_[used_++];
+      if (T* old = std::get_if<T>(&slot)) {
+        Empty(*old);
+        return *old;
+      }
+      return slot.emplace<T>();
+    }
+    ++used_;
+    return std::get<T>(events_.emplace_back(std::in_place_type<T>));
+  }
+
+  template <typename T>
+  void push_back(T&& event) {
+    if (used_ < events_.size()) {
+      events_[used_++] = std::forward<T>(event);
+      return;
+    }
+    events_.emplace_back(std::forward<T>(event));
+    ++used_;
+  }
+
+ private:
+  // Field by field: only what is engaged is reset (no temporary is built). The size checks make
+  // a field added to event.h fail here until it is reset too.
+  static_assert(sizeof(void*) != 8 || sizeof(EventScopeFields) == 200,
+                "EventScopeFields changed: reset the new field in EventSlots::Empty()");
+  static_assert(sizeof(void*) != 8 || sizeof(WireDetails) == 344,
+                "WireDetails changed: reset the new field in EventSlots::Empty()");
+  static void Empty(EventScopeFields& f) {
+    f.model.reset();
+    f.tenant.reset();
+    f.salt.reset();
+    f.lora_name.reset();
+    f.lora_id.reset();
+    f.block_size.reset();
+    f.group.reset();
+    f.dp_rank.reset();
+  }
+  static void Empty(WireDetails& w) {
+    w.event_id.reset();
+    w.timestamp_ms.reset();
+    w.backend_id.reset();
+    w.base_block_idx.reset();
+    w.object_key.reset();
+    w.spec_kind.reset();
+    w.sliding_window.reset();
+    w.locality.reset();
+    w.ownership.reset();
+    w.session_id.reset();
+    w.tier_spelling.reset();
+  }
+  static void Empty(BlockStored& e) {
+    e.block_hashes.clear();
+    e.parent.reset();
+    e.token_ids.clear();
+    e.tier.reset();
+    Empty(e.scope);
+    e.multimodal.clear();
+    e.standard_hashes = false;
+    Empty(e.wire);
+  }
+  static void Empty(AllCleared& e) {
+    e.tier.reset();
+    Empty(e.scope);
+    Empty(e.wire);
+  }
+  static void Empty(BlockRemoved& e) {
+    e.block_hashes.clear();
+    e.tier.reset();
+    Empty(e.scope);
+    Empty(e.wire);
+  }
+
+  std::vector<Event>& events_;
+  size_t used_ = 0;
+};
 
 class Decoder {
  public:
@@ -538,13 +644,15 @@ class Decoder {
     std::string_view s;
     if (!r_.ReadStr(s)) return TypeFail(field, "str or nil");
     // The canonical spellings skip ParseTier's case-insensitive table walk.
-    if (s == "GPU") {
-      tier = Tier::Gpu();
-    } else if (s == "CPU") {
-      tier = Tier::Cpu();
-    } else {
-      tier = ParseTier(s);
+    // (A canonical spelling is its own name: no spelling to keep.)
+    if (Eq(s, "GPU") || Eq(s, "CPU")) {
+      if (!tier || tier->kind() != (s[0] == 'G' ? Tier::Kind::kGpu : Tier::Kind::kCpu)) {
+        tier = s[0] == 'G' ? Tier::Gpu() : Tier::Cpu();
+      }
+      spelling.reset();
+      return true;
     }
+    tier = ParseTier(s);
     if (s != tier->name()) {
       spelling = std::string(s);
     } else {
@@ -568,17 +676,17 @@ class Decoder {
         if (!Skip("extra_keys", 6) || !Skip("extra_keys", 6)) return false;
         continue;
       }
-      if (key == "type") {
+      if (Eq(key, "type")) {
         if (!ReadStr("extra_keys.type", type)) return false;
-      } else if (key == "name") {
+      } else if (Eq(key, "name")) {
         if (!ReadStr("extra_keys.name", name)) return false;
-      } else if (key == "salt") {
+      } else if (Eq(key, "salt")) {
         if (!ReadStr("extra_keys.salt", salt)) return false;
-      } else if (key == "block_offset") {
+      } else if (Eq(key, "block_offset")) {
         int64_t v;
         if (!ReadI64("extra_keys.block_offset", v)) return false;
         offset = v;
-      } else if (key == "hash") {
+      } else if (Eq(key, "hash")) {
         if (r_.PeekType() == Type::kBin) {
           if (!r_.ReadBin(digest)) return TypeFail("extra_keys.hash", "bin");
           has_digest = true;
@@ -717,11 +825,11 @@ class Decoder {
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       if (r_.ReadStr(key)) {
-        if (key == "cache_salt") {
+        if (Eq(key, "cache_salt")) {
           if (!ReadOptStr("metadata.cache_salt", salt)) return false;
           continue;
         }
-        if (key == "session_id") {
+        if (Eq(key, "session_id")) {
           if (!ReadOptStr("metadata.session_id", session)) return false;
           continue;
         }
@@ -735,13 +843,13 @@ class Decoder {
 
   // ---- positional events ----
 
-  bool DecodeStoredArray(uint32_t n, std::vector<Event>& out) {
+  bool DecodeStoredArray(uint32_t n, EventSlots& out) {
     if (n < 6) {
       return Fail(StatusCode::kMalformed, "BlockStored",
                   "expected at least 6 elements (tag + 5 fields), got " + std::to_string(n));
     }
     // Built in place (a BlockStored is large); the caller drops it again if decoding fails.
-    BlockStored& ev = std::get<BlockStored>(out.emplace_back(std::in_place_type<BlockStored>));
+    BlockStored& ev = out.Next<BlockStored>();
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     if (!ReadOptHash("parent_block_hash", ev.parent)) return false;
     if (!ReadTokens("token_ids", ev.token_ids)) return false;
@@ -749,8 +857,12 @@ class Decoder {
     if (!ReadU32("block_size", block_size)) return false;
     ev.scope.block_size = block_size;
     if (!ReadOptI64("lora_id", ev.scope.lora_id)) return false;
-    ExtraKeys extra;
-    std::optional<std::string> meta_salt;
+    // Scratch kept in the decoder (emptied here, not built per event).
+    ExtraKeys& extra = extra_;
+    extra.present = false;
+    extra.blocks.clear();
+    std::optional<std::string>& meta_salt = meta_salt_;
+    meta_salt.reset();
     for (uint32_t i = 6; i < n; ++i) {
       bool ok = true;
       switch (i) {
@@ -775,9 +887,9 @@ class Decoder {
     return true;
   }
 
-  bool DecodeRemovedArray(uint32_t n, std::vector<Event>& out) {
+  bool DecodeRemovedArray(uint32_t n, EventSlots& out) {
     if (n < 2) return Fail(StatusCode::kMalformed, "BlockRemoved", "missing block_hashes");
-    BlockRemoved& ev = std::get<BlockRemoved>(out.emplace_back(std::in_place_type<BlockRemoved>));
+    BlockRemoved& ev = out.Next<BlockRemoved>();
     if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
     for (uint32_t i = 2; i < n; ++i) {
       bool ok = true;
@@ -812,7 +924,7 @@ class Decoder {
     return true;
   }
 
-  bool DecodeStoreUpdateArray(uint32_t n, std::vector<Event>& out) {
+  bool DecodeStoreUpdateArray(uint32_t n, EventSlots& out) {
     if (n < 3) {
       return Fail(StatusCode::kMalformed, "BlockUpdateEvent",
                   "expected [tag, key, replicas], got " + std::to_string(n) + " elements");
@@ -847,7 +959,7 @@ class Decoder {
     return true;
   }
 
-  bool DecodeBlockStoreArray(uint32_t n, std::vector<Event>& out) {
+  bool DecodeBlockStoreArray(uint32_t n, EventSlots& out) {
     if (n < 8) {
       return Fail(StatusCode::kMalformed, "BlockStoreEvent",
                   "expected 8 elements (tag, key, replicas, model_name, block_size, block_hash, "
@@ -878,7 +990,7 @@ class Decoder {
 
   // ---- map events ----
 
-  bool DecodeMapEvent(std::vector<Event>& out) {
+  bool DecodeMapEvent(EventSlots& out) {
     uint32_t n;
     if (!r_.ReadMap(n)) return TypeFail("event", "map");
     flags_.any_map_event = true;
@@ -952,7 +1064,7 @@ class Decoder {
   // Builds the event from the fields of its family: an RFC #1527 map (event_type or seq_hashes)
   // keeps the store publisher's keys, a vLLM/SGLang map keeps the engine's; the other family's
   // keys are ignored like unknown keys. An engine AllBlocksCleared carries nothing.
-  bool BuildMapEvent(MapFields& f, std::vector<Event>& out, bool rfc) {
+  bool BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
     enum class Kind { kStored, kRemoved, kCleared, kUnknown } kind = Kind::kUnknown;
     std::string_view tag;
     // RFC #1527: event_type wins over the legacy `type` alias.
@@ -963,95 +1075,92 @@ class Decoder {
     } else {
       return Fail(StatusCode::kMalformed, "type", "missing (neither event_type nor type)");
     }
-    if (tag == "stored" || tag == "BlockStored") {
+    if (Eq(tag, "stored") || Eq(tag, "BlockStored")) {
       kind = Kind::kStored;
-    } else if (tag == "removed" || tag == "BlockRemoved") {
+    } else if (Eq(tag, "removed") || Eq(tag, "BlockRemoved")) {
       kind = Kind::kRemoved;
-    } else if (tag == "cleared" || tag == "AllBlocksCleared") {
+    } else if (Eq(tag, "cleared") || Eq(tag, "AllBlocksCleared")) {
       kind = Kind::kCleared;
     }
     if (kind == Kind::kUnknown) {
       return Fail(StatusCode::kUnsupported, f.event_type ? "event_type" : "type",
                   "unknown event '" + std::string(tag) + "'");
     }
-    EventScopeFields scope;
-    WireDetails wire;
-    if (rfc) {
-      scope.model = std::move(f.model);
-      scope.tenant = std::move(f.tenant);
-      scope.salt = std::move(f.salt);
-      scope.lora_name = std::move(f.lora_name);
-      scope.block_size = f.block_size;
-      scope.group = f.group_id;
-      scope.dp_rank = f.dp_rank;
-      wire.event_id = f.event_id;
-      wire.timestamp_ms = f.timestamp;
-      wire.backend_id = std::move(f.backend_id);
-      wire.base_block_idx = f.base_block_idx;
-      wire.object_key = std::move(f.object_key);
-      f.extra = ExtraKeys{};
-    } else if (kind == Kind::kCleared) {
+    if (!rfc && kind == Kind::kCleared) {
       out.push_back(AllCleared{});
       return true;
-    } else if (kind == Kind::kRemoved) {
-      scope.group = f.group_idx;
-      wire.locality = std::move(f.locality);
-      wire.ownership = std::move(f.ownership);
-    } else {
-      scope.salt = std::move(f.meta_salt);
-      scope.lora_name = std::move(f.lora_name);
-      scope.lora_id = f.lora_id;
-      scope.block_size = f.block_size;
-      scope.group = f.group_idx;
-      wire.spec_kind = std::move(f.spec_kind);
-      wire.sliding_window = f.sliding_window;
-      wire.locality = std::move(f.locality);
-      wire.ownership = std::move(f.ownership);
-      wire.session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
     }
-    wire.tier_spelling = std::move(f.tier_spelling);
     const bool has_hashes = f.has_seq_hashes || f.has_block_hashes;
     std::vector<EngineHash>& hashes = f.has_seq_hashes ? f.seq_hashes : f.block_hashes;
-    switch (kind) {
-      case Kind::kStored: {
-        if (!has_hashes) return Fail(StatusCode::kMalformed, "block_hashes", "missing");
-        // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
-        if (!rfc && !f.block_size) return Fail(StatusCode::kMalformed, "block_size", "missing");
-        BlockStored ev;
-        ev.block_hashes = std::move(hashes);
-        ev.parent = f.parent_hash ? f.parent_hash : f.parent_block_hash;
-        ev.token_ids = std::move(f.token_ids);
-        ev.tier = std::move(f.tier);
-        ev.scope = std::move(scope);
-        ev.wire = std::move(wire);
-        ResolveExtraKeys(f.extra, ev);
-        out.push_back(std::move(ev));
-        return true;
-      }
-      case Kind::kRemoved: {
-        if (!has_hashes) return Fail(StatusCode::kMalformed, "block_hashes", "missing");
-        BlockRemoved ev;
-        ev.block_hashes = std::move(hashes);
-        ev.tier = std::move(f.tier);
-        ev.scope = std::move(scope);
-        ev.wire = std::move(wire);
-        out.push_back(std::move(ev));
-        return true;
-      }
-      default: {
-        AllCleared ev;
-        ev.tier = std::move(f.tier);
-        ev.scope = std::move(scope);
-        ev.wire = std::move(wire);
-        out.push_back(std::move(ev));
-        return true;
-      }
+    if (kind != Kind::kCleared && !has_hashes) {
+      return Fail(StatusCode::kMalformed, "block_hashes", "missing");
     }
+    // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
+    if (kind == Kind::kStored && !rfc && !f.block_size) {
+      return Fail(StatusCode::kMalformed, "block_size", "missing");
+    }
+    // The event is built in its slot; scope and wire fields move straight from the map's fields.
+    EventScopeFields* scope;
+    WireDetails* wire;
+    BlockStored* stored = nullptr;
+    if (kind == Kind::kStored) {
+      stored = &out.Next<BlockStored>();
+      stored->block_hashes = std::move(hashes);
+      stored->parent = f.parent_hash ? f.parent_hash : f.parent_block_hash;
+      stored->token_ids = std::move(f.token_ids);
+      stored->tier = std::move(f.tier);
+      scope = &stored->scope;
+      wire = &stored->wire;
+    } else if (kind == Kind::kRemoved) {
+      BlockRemoved& ev = out.Next<BlockRemoved>();
+      ev.block_hashes = std::move(hashes);
+      ev.tier = std::move(f.tier);
+      scope = &ev.scope;
+      wire = &ev.wire;
+    } else {
+      AllCleared& ev = out.Next<AllCleared>();
+      ev.tier = std::move(f.tier);
+      scope = &ev.scope;
+      wire = &ev.wire;
+    }
+    if (rfc) {
+      scope->model = std::move(f.model);
+      scope->tenant = std::move(f.tenant);
+      scope->salt = std::move(f.salt);
+      scope->lora_name = std::move(f.lora_name);
+      scope->block_size = f.block_size;
+      scope->group = f.group_id;
+      scope->dp_rank = f.dp_rank;
+      wire->event_id = f.event_id;
+      wire->timestamp_ms = f.timestamp;
+      wire->backend_id = std::move(f.backend_id);
+      wire->base_block_idx = f.base_block_idx;
+      wire->object_key = std::move(f.object_key);
+      f.extra = ExtraKeys{};
+    } else if (kind == Kind::kRemoved) {
+      scope->group = f.group_idx;
+      wire->locality = std::move(f.locality);
+      wire->ownership = std::move(f.ownership);
+    } else {
+      scope->salt = std::move(f.meta_salt);
+      scope->lora_name = std::move(f.lora_name);
+      scope->lora_id = f.lora_id;
+      scope->block_size = f.block_size;
+      scope->group = f.group_idx;
+      wire->spec_kind = std::move(f.spec_kind);
+      wire->sliding_window = f.sliding_window;
+      wire->locality = std::move(f.locality);
+      wire->ownership = std::move(f.ownership);
+      wire->session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
+    }
+    wire->tier_spelling = std::move(f.tier_spelling);
+    if (stored != nullptr) ResolveExtraKeys(f.extra, *stored);
+    return true;
   }
 
   // ---- one event ----
 
-  bool DecodeEvent(std::vector<Event>& out) {
+  bool DecodeEvent(EventSlots& out) {
     event_family_ = Family::kNeutral;
     const Type t = r_.PeekType();
     if (t == Type::kMap) return DecodeMapEvent(out);
@@ -1060,11 +1169,11 @@ class Decoder {
     if (n == 0) return Fail(StatusCode::kMalformed, "event", "empty array (no tag)");
     std::string_view tag;
     if (!r_.ReadStr(tag)) return TypeFail("tag", "str");
-    if (tag == "BlockStored" || tag == "BlockRemoved") {
+    if (Eq(tag, "BlockStored") || Eq(tag, "BlockRemoved")) {
       event_family_ = Family::kEngine;
-      return tag == "BlockStored" ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
+      return Eq(tag, "BlockStored") ? DecodeStoredArray(n, out) : DecodeRemovedArray(n, out);
     }
-    if (tag == "AllBlocksCleared" || tag == "RemoveAllEvent") {
+    if (Eq(tag, "AllBlocksCleared") || Eq(tag, "RemoveAllEvent")) {
       if (tag[0] == 'R') flags_.any_seed_event = true;
       for (uint32_t i = 1; i < n; ++i) {
         if (!Skip(tag, kEventLevel)) return false;
@@ -1072,12 +1181,12 @@ class Decoder {
       out.push_back(AllCleared{});
       return true;
     }
-    if (tag == "BlockUpdateEvent") {
+    if (Eq(tag, "BlockUpdateEvent")) {
       flags_.any_seed_event = true;
       event_family_ = Family::kSeed;
       return DecodeStoreUpdateArray(n, out);
     }
-    if (tag == "BlockStoreEvent") {
+    if (Eq(tag, "BlockStoreEvent")) {
       flags_.any_seed_event = true;
       event_family_ = Family::kSeed;
       return DecodeBlockStoreArray(n, out);
@@ -1085,9 +1194,11 @@ class Decoder {
     return Fail(StatusCode::kUnsupported, "tag", "unknown event '" + std::string(tag) + "'");
   }
 
-  // Decodes the events array into `batch`; false only when the envelope is unusable (the
-  // failure is then set).
+  // Decodes the events array into `batch` (over the events it already holds, see EventSlots);
+  // false only when the envelope is unusable (the failure is then set).
   bool DecodeEvents(EventBatch& batch) {
+    batch.errors.clear();
+    EventSlots out(batch.events);
     uint32_t n;
     if (r_.PeekType() == Type::kArray) {
       const uint8_t* p = r_.position();
@@ -1114,19 +1225,19 @@ class Decoder {
     }
     // An event struct is far larger than its smallest encoding (1 byte), so reserve only what
     // the remaining bytes could plausibly hold rather than trusting the announced count.
-    batch.events.reserve(batch.events.size() + std::min<size_t>(n, r_.remaining() / 16 + 1));
+    out.Reserve(std::min<size_t>(n, r_.remaining() / 16 + 1));
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* start = r_.position();
       const size_t start_offset = r_.offset();
-      const size_t before = batch.events.size();
-      if (DecodeEvent(batch.events)) {
+      const size_t before = out.size();
+      if (DecodeEvent(out)) {
         flags_.any_engine_event |= event_family_ == Family::kEngine;
         if (event_family_ == Family::kNeutral || event_family_ == family_) continue;
         if (family_ == Family::kNeutral) {
           family_ = event_family_;
           continue;
         }
-        batch.events.resize(before);
+        out.Truncate(before);
         batch.errors.push_back(EventError{
             i, Status::Unsupported("event " + std::to_string(i) + " (byte " +
                                    std::to_string(start_offset) + "): a " +
@@ -1135,7 +1246,7 @@ class Decoder {
         continue;
       }
       // This event alone fails: record it, then find the next one.
-      batch.events.resize(before);
+      out.Truncate(before);
       batch.errors.push_back(EventError{
           i, Status(fail_code_, "event " + std::to_string(i) + " (byte " +
                                     std::to_string(fail_offset_) + "): " + fail_message_)});
@@ -1157,6 +1268,8 @@ class Decoder {
   StatusCode fail_code_ = StatusCode::kOk;
   size_t fail_offset_ = 0;
   std::string fail_message_;
+  ExtraKeys extra_;                        // DecodeStoredArray's scratch
+  std::optional<std::string> meta_salt_;  // DecodeStoredArray's scratch
 };
 
 Status EnvelopeError(const Decoder& d) {
@@ -1224,15 +1337,13 @@ bool DecodeMapBatch(Reader& r, Decoder& d, Flags& flags, EventBatch& batch) {
       if (!d.Skip("batch key", kBatchLevel) || !d.Skip("batch", kBatchLevel)) return false;
       continue;
     }
-    if (key == "ts") {
+    if (Eq(key, "ts")) {
       if (!ReadTs(r, d, flags, batch.ts)) return false;
       has_ts = true;
-    } else if (key == "events") {
-      batch.events.clear();
-      batch.errors.clear();
+    } else if (Eq(key, "events")) {
       if (!d.DecodeEvents(batch)) return false;
       has_events = true;
-    } else if (key == "data_parallel_rank" || key == "attn_dp_rank" || key == "dp_rank") {
+    } else if (Eq(key, "data_parallel_rank") || Eq(key, "attn_dp_rank") || Eq(key, "dp_rank")) {
       if (!d.ReadRank(key, batch.dp_rank)) return false;
     } else if (!d.Skip(key, kBatchLevel)) {
       return false;
@@ -1274,8 +1385,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
 
 }  // namespace
 
-Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload, FormatHint hint,
-                                    WireFormat* detected) {
+Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batch,
+                            FormatHint hint, WireFormat* detected) {
   if (payload.size() > kMaxPayloadBytes) {
     return Status::LimitExceeded("batch: payload of " + std::to_string(payload.size()) +
                                  " bytes exceeds the limit of " +
@@ -1285,7 +1396,9 @@ Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload, FormatHi
   Reader r(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
   Flags flags;
   Decoder d(r, flags);
-  EventBatch batch;
+  batch.ts = 0;
+  batch.dp_rank.reset();
+  batch.errors.clear();
   const Type t = r.PeekType();
   bool ok;
   if (t == Type::kArray) {
@@ -1301,6 +1414,13 @@ Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload, FormatHi
                              std::to_string(r.remaining()) + " trailing bytes after the batch");
   }
   if (detected != nullptr) *detected = PickFormat(batch, flags, hint);
+  return Status::Ok();
+}
+
+Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload, FormatHint hint,
+                                    WireFormat* detected) {
+  EventBatch batch;
+  KVINDEX_RETURN_IF_ERROR(DecodeEventBatchInto(payload, batch, hint, detected));
   return batch;
 }
 

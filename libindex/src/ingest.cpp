@@ -14,13 +14,19 @@ FormatHint HintFor(const SourceConfig& config) {
   return FormatHint::kAuto;
 }
 
+// Batches kept for reuse (their vectors keep their capacity), and the largest one kept: a batch
+// of more events than this is freed rather than pooled, so a burst of huge batches does not pin
+// its memory.
+constexpr size_t kPoolSize = 64;
+constexpr size_t kPooledEventsMax = 4096;
+
+}  // namespace
+
 // A decoded batch waiting in the sequencer, with when it arrived.
-struct Pending {
+struct Ingestor::Pending {
   EventBatch batch;
   int64_t recv_ns = 0;
 };
-
-}  // namespace
 
 std::string SourceDisplayName(const SourceConfig& config) {
   if (!config.dp_rank) return config.name;
@@ -32,7 +38,7 @@ struct Ingestor::Source {
   SourceId index_id;
   SourceConfig config;
   FormatHint hint = FormatHint::kAuto;
-  SourceSequencer<Pending> sequencer;
+  SourceSequencer<std::unique_ptr<Pending>> sequencer;
   SourceCounters counters;
   explicit Source(SequencerOptions options) : sequencer(options) {}
 };
@@ -41,15 +47,28 @@ struct Ingestor::Source {
 struct Ingestor::SinkAdapter {
   Ingestor& self;
   Source& source;
-  void Apply(uint64_t seq, Pending&& pending) {
-    if (self.index_ != nullptr) {
-      auto result = self.index_->Apply(source.index_id, pending.batch);
-      if (result.ok()) source.counters.index += *result;
-    }
-    source.counters.events += pending.batch.events.size();
-    source.counters.event_errors += pending.batch.errors.size();
+  void Apply(uint64_t seq, std::unique_ptr<Pending>&& pending) {
+    ApplyToIndex(seq, *pending);
+    source.counters.events += pending->batch.events.size();
+    source.counters.event_errors += pending->batch.errors.size();
     if (self.observer_ != nullptr) {
-      self.observer_->OnApplied(source.id, seq, pending.recv_ns, pending.batch);
+      self.observer_->OnApplied(source.id, seq, pending->recv_ns, pending->batch);
+    }
+    self.Recycle(std::move(pending));
+  }
+  // An orphan replay applies a batch again: only the index sees it (counts and observers saw it
+  // the first time).
+  void Reapply(uint64_t seq, std::unique_ptr<Pending>&& pending) {
+    ApplyToIndex(seq, *pending);
+    self.Recycle(std::move(pending));
+  }
+  void ApplyToIndex(uint64_t seq, const Pending& pending) {
+    if (self.index_ == nullptr) return;
+    auto result = self.index_->Apply(source.index_id, pending.batch);
+    if (!result.ok()) return;
+    source.counters.index += *result;
+    if (result->replay_wanted() && self.observer_ != nullptr) {
+      self.observer_->OnOrphans(source.id, seq, result->orphans);
     }
   }
   void Clear() {
@@ -97,13 +116,18 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
   SinkAdapter sink{*this, source};
   const SequencerCounters before = source.sequencer.counters();
   const std::optional<uint64_t> previous = source.sequencer.watermark();
-  std::optional<Pending> pending;
-  auto decoded = DecodeEventBatch(payload, source.hint);
+  std::optional<std::unique_ptr<Pending>> pending;
+  std::unique_ptr<Pending> batch = TakePending();
+  const Status decoded = DecodeEventBatchInto(payload, batch->batch, source.hint);
   if (decoded.ok()) {
-    pending.emplace(Pending{std::move(decoded).value(), recv_ns});
-  } else if (observer_ != nullptr) {
-    observer_->OnMalformed(source.id, decoded.status().WithContext(
-                                          (replayed ? "replayed seq " : "seq ") + std::to_string(seq)));
+    batch->recv_ns = recv_ns;
+    pending.emplace(std::move(batch));
+  } else {
+    Recycle(std::move(batch));
+    if (observer_ != nullptr) {
+      observer_->OnMalformed(source.id, decoded.WithContext((replayed ? "replayed seq " : "seq ") +
+                                                            std::to_string(seq)));
+    }
   }
   if (replayed) {
     source.sequencer.OnReplayed(seq, std::move(pending), sink);
@@ -155,6 +179,29 @@ void Ingestor::StartBackfill(SourceId id) {
   SinkAdapter sink{*this, source};
   source.sequencer.StartBackfill(sink);
   source.counters.sequence = source.sequencer.counters();
+}
+
+bool Ingestor::StartOrphanReplay(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  const bool started = source.sequencer.StartOrphanReplay(sink);
+  source.counters.sequence = source.sequencer.counters();
+  return started;
+}
+
+std::unique_ptr<Ingestor::Pending> Ingestor::TakePending() {
+  if (pool_.empty()) return std::make_unique<Pending>();
+  std::unique_ptr<Pending> pending = std::move(pool_.back());
+  pool_.pop_back();
+  return pending;
+}
+
+void Ingestor::Recycle(std::unique_ptr<Pending>&& pending) {
+  if (pool_.size() >= kPoolSize || pending->batch.events.capacity() > kPooledEventsMax) {
+    pending.reset();
+    return;
+  }
+  pool_.push_back(std::move(pending));
 }
 
 void Ingestor::GiveUp(SourceId id) {

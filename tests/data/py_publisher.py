@@ -18,9 +18,9 @@ The plan is JSON: {"steps": [step...]}; steps run in order:
                "ring": false     not kept in the ring (a batch the ring has lost)
   {"frames": ["hex", ...]}       a raw live message (e.g. a bad frame count); not in the ring
   {"wait_sub": true}             wait (<= 20 s) until a subscriber has subscribed
-  {"wait_request": true}         wait (<= 20 s) until one more replay request has been served
-  {"wait_request": n}            wait (<= 20 s) until n replay requests have been served in all
-                                 (a request may be served while an earlier step waits)
+  {"wait_request": true}         wait (<= 20 s) until one replay request has been served
+  {"wait_served": n}             wait (<= 20 s) until n replay requests have been served in all
+                                 (counting those served before this step: a race-free wait)
   {"sleep": s}
   {"clear_ring": true}           forget the ring (a publisher restart)
   {"ready": true}                write the --ready file now (default: before the first step)
@@ -148,9 +148,11 @@ class Publisher:
             elif step.get("wait_sub"):
                 self.wait(lambda: self.subscribed, "a subscriber")
             elif step.get("wait_request"):
-                n = step["wait_request"]
-                target = self.served + 1 if n is True else int(n)
+                target = self.served + 1
                 self.wait(lambda: self.served >= target, "a replay request")
+            elif "wait_served" in step:
+                target = step["wait_served"]
+                self.wait(lambda: self.served >= target, "replay requests")
             elif "sleep" in step:
                 end = time.time() + step["sleep"]
                 while time.time() < end:

@@ -6,7 +6,9 @@
 //  - every per-event error and envelope error carries a non-ok code;
 //  - when a batch decodes with no per-event errors, it encodes in the detected format, and
 //    decode(encode(batch)) == batch (events, ts, dp_rank), with no errors and the same detected
-//    format's bytes again (encoding is a fixed point).
+//    format's bytes again (encoding is a fixed point);
+//  - decoding into one EventBatch reused across every input (DecodeEventBatchInto) gives the same
+//    status, batch and errors as a fresh decode.
 // Each input is decoded with the automatic hint and with the SGLang hint (the one that changes
 // the detected format of look-alike eras).
 //
@@ -39,6 +41,15 @@ std::span<const std::byte> g_input;  // the input under test, printed on a viola
 void Check(std::span<const std::byte> bytes, kvindex::FormatHint hint) {
   kvindex::WireFormat detected{};
   auto batch = kvindex::DecodeEventBatch(bytes, hint, &detected);
+  static kvindex::EventBatch reused;  // holds whatever the previous inputs decoded to
+  kvindex::WireFormat detected_into{};
+  const kvindex::Status into = kvindex::DecodeEventBatchInto(bytes, reused, hint, &detected_into);
+  if (into.code() != batch.status().code()) {
+    Violation("decoding into a reused batch gave another status", into);
+  }
+  if (into.ok() && (reused != *batch || detected_into != detected)) {
+    Violation("decoding into a reused batch gave another batch", kvindex::Status::Internal("mismatch"));
+  }
   if (!batch.ok()) {
     if (batch.status().ok()) Violation("failed decode with an ok status", batch.status());
     return;

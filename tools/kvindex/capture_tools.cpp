@@ -89,6 +89,8 @@ nlohmann::json LoadedCapture::SummaryJson() const {
                        {"lost", c.sequence.lost},
                        {"restarts", c.sequence.restarts},
                        {"orphans", c.index.orphans},
+                       {"orphan_replays", c.sequence.orphan_replays},
+                       {"reapplied", c.sequence.reapplied},
                        {"tokenless", c.index.tokenless},
                        {"unmapped", c.index.unmapped}});
   }

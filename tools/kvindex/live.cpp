@@ -156,6 +156,8 @@ nlohmann::json SourceJson(const SubscriberSourceStatus& s) {
           {"replay_send_failures", s.replay_send_failures},
           {"dropped_held", q.dropped_held},
           {"orphans", s.ingest.index.orphans},
+          {"orphan_replays", q.orphan_replays},
+          {"reapplied", q.reapplied},
           {"tokenless", s.ingest.index.tokenless},
           {"unmapped", s.ingest.index.unmapped},
           {"rejected", s.ingest.index.rejected},

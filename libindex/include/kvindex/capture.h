@@ -9,7 +9,9 @@
 //
 // CaptureWriter makes each record reach the kernel with write(2) before Write*() returns, so a
 // process killed with SIGKILL loses no complete record; fsync runs every `fsync_interval` (power
-// loss risks that much). CaptureReader streams with memory bounded by the largest record: a torn or
+// loss risks that much). A recorder with a poll loop may coalesce instead (set_coalescing()): the
+// records of one poll cycle are appended to a buffer and reach the kernel with one write(2) by
+// Flush(), which it calls before it blocks in poll again (SPEC §5). CaptureReader streams with memory bounded by the largest record: a torn or
 // corrupt tail is reported with its byte offset and everything before it is read; a corrupt record
 // in the middle is reported and skipped (by its length when that is sane, else by scanning forward
 // to the next record that verifies).
@@ -38,6 +40,8 @@ inline constexpr size_t kCaptureFileHeaderSize = 32;
 inline constexpr size_t kCaptureRecordHeaderSize = 32;
 // The largest body a record may have: one maximal payload (64 MiB) plus its frame overhead.
 inline constexpr size_t kCaptureMaxBody = (64u << 20) + 4096;
+// A coalescing writer writes its buffer once it holds this many bytes (bounds its memory).
+inline constexpr size_t kCaptureCoalesceBytes = size_t{1} << 20;
 
 enum class CaptureRecordType : uint8_t {
   kSourceDefinition = 1,  // body: the source's definition as UTF-8 JSON (docs/capture-format.md)
@@ -121,11 +125,23 @@ class CaptureWriter {
   // Writes a text record (kMalformed, kNote).
   Status WriteText(CaptureRecordType type, SourceId source, int64_t recv_ns, std::string_view text);
 
-  // fsyncs if the interval has passed since the last fsync.
+  // Coalescing: while on, Write*() append each record to an in-memory buffer instead of writing
+  // it, and Flush() writes the buffer with one write(2). The buffer is also written when it holds
+  // kCaptureCoalesceBytes or more, before an fsync or a rotation, by Close(), and when coalescing
+  // is turned off. Off by default (one write(2) per record). A caller that turns it on promises to
+  // Flush() before it waits for input again, so that a record still reaches the kernel before the
+  // next poll cycle.
+  void set_coalescing(bool on);
+  bool coalescing() const { return coalescing_; }
+  // Writes the buffered records (one write(2)); a no-op when nothing is buffered. On failure the
+  // buffered records are dropped and the error returned.
+  Status Flush();
+
+  // Flushes and fsyncs if the interval has passed since the last fsync.
   Status MaybeSync();
-  // fsyncs now.
+  // Flushes and fsyncs now.
   Status Sync();
-  // fsyncs and closes; further writes fail. Idempotent.
+  // Flushes, fsyncs and closes; further writes fail. Idempotent.
   Status Close();
 
   // Every file written so far, in order.
@@ -139,6 +155,11 @@ class CaptureWriter {
   Status MaybeRotate();
   Status WriteRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                      std::span<const std::span<const std::byte>> body_parts);
+  // Appends a record header for a body of `body_size` bytes to pending_ and returns where the
+  // body goes; FinishRecord() checksums the record and writes or keeps it.
+  std::byte* BeginRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
+                         size_t body_size);
+  Status FinishRecord();
 
   std::string base_path_;
   CaptureWriterOptions options_;
@@ -151,7 +172,9 @@ class CaptureWriter {
   std::vector<std::pair<SourceId, std::string>> definitions_;
   uint64_t records_written_ = 0;
   uint64_t bytes_written_ = 0;
-  std::vector<std::byte> scratch_;
+  bool coalescing_ = false;
+  std::vector<std::byte> pending_;  // records not yet written (coalescing), or the one being built
+  size_t record_start_ = 0;         // where the record being built starts in pending_
 };
 
 // The path of rotated file `index` (0 = `base` itself): "cap.kvcap" -> "cap.1.kvcap", ...

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "kvindex/capture.h"
 #include "kvindex/ingest.h"
@@ -55,6 +56,8 @@ class CaptureReplayer {
  private:
   Ingestor& ingestor_;
   std::unordered_map<uint32_t, std::pair<SourceId, std::string>> sources_;
+  // The ingestor source of each small capture source id (the per-record lookup), -1 = undefined.
+  std::vector<int64_t> dense_;
   CaptureReplayStats stats_;
 };
 

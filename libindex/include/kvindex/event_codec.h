@@ -75,6 +75,14 @@ Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload,
                                     FormatHint hint = FormatHint::kAuto,
                                     WireFormat* detected = nullptr);
 
+// Decodes one payload into `batch`, exactly as DecodeEventBatch() does, reusing what `batch`
+// already holds: its vectors keep their capacity and events of the same kind are emptied in place,
+// so a stream of similar batches decoded into one EventBatch allocates nothing once warm (the
+// live and capture-replay paths do this). Returns DecodeEventBatch()'s Status; on failure `batch`
+// holds an unspecified (valid) value.
+Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batch,
+                            FormatHint hint = FormatHint::kAuto, WireFormat* detected = nullptr);
+
 // Encodes `batch` in `format` into `out`. `out` is cleared first (its capacity is reused), so on
 // success it holds exactly one payload. `batch.errors` is ignored.
 //

@@ -50,6 +50,9 @@ class IngestObserver {
   virtual void OnGap(SourceId /*source*/, uint64_t /*expected*/, uint64_t /*received*/) {}
   virtual void OnLost(SourceId /*source*/, uint64_t /*first_seq*/, uint64_t /*count*/) {}
   virtual void OnRestart(SourceId /*source*/, uint64_t /*previous*/, uint64_t /*seq*/) {}
+  // Applying batch `seq` left `orphans` blocks unindexed (their parent is unknown): the live
+  // subscriber may call StartOrphanReplay() once the current call has returned (SPEC §3).
+  virtual void OnOrphans(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*orphans*/) {}
   // A live message that could not be used, and why (frame shape or payload).
   virtual void OnMalformed(SourceId /*source*/, const Status& /*why*/) {}
 };
@@ -74,6 +77,11 @@ class Ingestor {
   void StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
   void GiveUp(SourceId source);
+  // Asks the source for its whole ring again because a batch had orphans (SourceSequencer::
+  // StartOrphanReplay: replayed batches already applied are applied again, live ones wait).
+  // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
+  // first batch. Offline: a capture's `orphan-replay` note (docs/capture-format.md).
+  bool StartOrphanReplay(SourceId source);
 
   bool replay_outstanding(SourceId source) const;
   bool waiting(SourceId source) const;
@@ -84,6 +92,9 @@ class Ingestor {
  private:
   struct Source;
   struct SinkAdapter;
+  struct Pending;
+  std::unique_ptr<Pending> TakePending();
+  void Recycle(std::unique_ptr<Pending>&& pending);
   Source& At(SourceId source);
   const Source& At(SourceId source) const;
   void Feed(Source& source, uint64_t seq, std::span<const std::byte> payload, int64_t recv_ns,
@@ -93,6 +104,9 @@ class Ingestor {
   IngestObserver* observer_;
   SequencerOptions options_;
   std::vector<std::unique_ptr<Source>> sources_;
+  // Decoded batches kept for reuse: each message is decoded into one of these
+  // (DecodeEventBatchInto), so steady ingest allocates nothing per batch.
+  std::vector<std::unique_ptr<Pending>> pool_;
 };
 
 // The display name of a source: its instance, plus "/dp<r>" when it has a DP rank label

@@ -18,6 +18,12 @@
 //    replayed copy may decode.
 //  - Backfill: StartBackfill() asks for the publisher's whole ring before the first live batch;
 //    replayed batches then set the watermark and live batches are held until the ring is drained.
+//  - Orphan replay (SPEC §3): StartOrphanReplay() asks for the publisher's whole ring again when
+//    an applied batch had a block whose parent is unknown. Replayed batches at or below the
+//    watermark of that moment are re-applied in order (Sink::Reapply; the index's stores and removes are
+//    idempotent, so the ring's batches applied again end in the same state, plus the parents that
+//    were missing and the children they make indexable); newer ones are applied as usual. Live
+//    batches are held meanwhile, so a re-applied batch never overtakes a newer one.
 //
 // The sequencer is deterministic: the same calls in the same order give the same applies, counts
 // and state. It never blocks and never reads a clock: the caller decides when to GiveUp().
@@ -46,6 +52,8 @@ struct SequencerCounters {
   uint64_t malformed = 0;   // payloads that did not decode (live or replayed)
   uint64_t replay_requests = 0;
   uint64_t dropped_held = 0;  // held batches of an old incarnation dropped by a restart
+  uint64_t orphan_replays = 0;  // replays requested because a batch had orphans
+  uint64_t reapplied = 0;       // batches applied again by an orphan replay
 };
 
 struct SequencerOptions {
@@ -56,6 +64,8 @@ struct SequencerOptions {
 
 // Sink receives the sequencer's decisions, in order:
 //   void Apply(uint64_t seq, Item&& item);      // apply this batch now
+//   void Reapply(uint64_t seq, Item&& item);    // apply an already applied batch again (orphan
+//                                               // replay; the watermark does not move)
 //   void Clear();                                // a restart: clear the source's presence first
 //   void RequestReplay(uint64_t from_seq);       // send a replay request (live); offline: ignore
 //   void Lost(uint64_t first_seq, uint64_t count);  // these sequences are given up on
@@ -71,6 +81,19 @@ class SourceSequencer {
     if (initialized_) return;
     backfilling_ = true;
     RequestReplayFrom(0, sink);
+  }
+
+  // Requests the publisher's whole ring again because an applied batch had orphans: at most one
+  // outstanding request per source, so nothing is requested (false) while a replay is
+  // outstanding, during backfill, or before the first batch. See the rules above.
+  template <typename Sink>
+  bool StartOrphanReplay(Sink& sink) {
+    if (!initialized_ || backfilling_ || replay_outstanding_) return false;
+    orphan_replay_ = true;
+    orphan_floor_ = watermark_;
+    ++counters_.orphan_replays;
+    RequestReplayFrom(0, sink);
+    return true;
   }
 
   // A live batch. `item` nullopt: its payload did not decode (frames intact).
@@ -103,7 +126,7 @@ class SourceSequencer {
       return;
     }
     horizon_ = std::max(horizon_, seq);
-    if (initialized_ && IsNext(seq) && item) {
+    if (initialized_ && IsNext(seq) && item && !orphan_replay_) {
       ApplyNext(seq, std::move(*item), sink);
       Drain(sink);
       MaybeCloseHole();
@@ -116,6 +139,8 @@ class SourceSequencer {
       }
     }
     if (!initialized_) return;  // backfilling: held until the ring is drained
+    // Held behind an orphan replay: a gap only when something is missing before it.
+    if (orphan_replay_ && HeldContiguous()) return;
     OpenHole(sink);
     if (held_.size() > options_.max_held) GiveUp(sink);
   }
@@ -134,6 +159,19 @@ class SourceSequencer {
       ++counters_.malformed;
       return;
     }
+    if (!initialized_ && !held_.empty() && held_.begin()->first < seq) {
+      // Backfill, but live batches received meanwhile are older than the ring's oldest (the
+      // ring was read after they left it): they are the oldest data there is, so they start the
+      // stream, and this batch is handled below like any replayed one.
+      initialized_ = true;
+      backfilling_ = false;
+      auto first = held_.begin();
+      SetWatermark(first->first);
+      sink.Apply(first->first, std::move(first->second));
+      ++counters_.applied;
+      held_.erase(first);
+      Drain(sink);
+    }
     if (!initialized_) {
       // Backfill: the first replayed batch sets the watermark (older ones left the ring).
       initialized_ = true;
@@ -151,6 +189,13 @@ class SourceSequencer {
       return;
     }
     if (AtOrBelowWatermark(seq)) {
+      // Applied before the orphan replay began: applied again. (Batches applied since, from
+      // this replay or held live batches, are duplicates.)
+      if (orphan_replay_ && has_watermark_ && seq <= orphan_floor_) {
+        sink.Reapply(seq, std::move(*item));
+        ++counters_.reapplied;
+        return;
+      }
       ++counters_.duplicates;
       return;
     }
@@ -168,7 +213,7 @@ class SourceSequencer {
     }
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
     ApplyNext(seq, std::move(*item), sink);
-    ++counters_.recovered;
+    if (!orphan_replay_ || hole_open_) ++counters_.recovered;
     replay_progress_ = true;
     Drain(sink);
     MaybeCloseHole();
@@ -181,6 +226,16 @@ class SourceSequencer {
   template <typename Sink>
   void OnReplayEnd(Sink& sink) {
     replay_outstanding_ = false;
+    if (orphan_replay_) {
+      // The ring has been applied again: go on with the live batches held meanwhile, and ask for
+      // whatever is still missing like any gap.
+      orphan_replay_ = false;
+      replay_progress_ = false;
+      Drain(sink);
+      MaybeCloseHole();
+      if (!held_.empty() || HorizonAhead()) OpenHole(sink);
+      return;
+    }
     const bool progress = replay_progress_;
     replay_progress_ = false;
     if (initialized_ && progress && (!held_.empty() || HorizonAhead())) {
@@ -195,6 +250,7 @@ class SourceSequencer {
   template <typename Sink>
   void GiveUp(Sink& sink) {
     replay_outstanding_ = false;
+    orphan_replay_ = false;
     hole_open_ = false;
     if (!initialized_) {
       // A backfill that ended (empty ring) or was given up on (no reply): the first held live
@@ -228,6 +284,8 @@ class SourceSequencer {
   // True while sequences are missing (a hole is open).
   bool waiting() const { return hole_open_ || replay_outstanding_; }
   bool initialized() const { return initialized_; }
+  // True while an orphan replay is outstanding.
+  bool orphan_replay() const { return orphan_replay_; }
   std::optional<uint64_t> watermark() const {
     return has_watermark_ ? std::optional<uint64_t>(watermark_) : std::nullopt;
   }
@@ -262,6 +320,14 @@ class SourceSequencer {
       ApplyNext(first->first, std::move(first->second), sink);
       held_.erase(first);
     }
+  }
+
+  // The held batches follow the watermark without a hole, up to the highest sequence seen.
+  bool HeldContiguous() const {
+    if (held_.empty()) return !HorizonAhead();
+    const uint64_t first = held_.begin()->first;
+    const uint64_t last = held_.rbegin()->first;
+    return IsNext(first) && last - first + 1 == held_.size() && horizon_ == last;
   }
 
   void MaybeCloseHole() {
@@ -299,6 +365,7 @@ class SourceSequencer {
     counters_.dropped_held += held_.size();
     held_.clear();
     replay_outstanding_ = false;
+    orphan_replay_ = false;
     hole_open_ = false;
     sink.Clear();
     horizon_ = seq;
@@ -321,6 +388,8 @@ class SourceSequencer {
   uint64_t horizon_ = 0;  // the highest sequence seen in this incarnation
   bool replay_outstanding_ = false;
   bool replay_progress_ = false;  // the outstanding replay has recovered a batch
+  bool orphan_replay_ = false;    // the outstanding replay was asked for because of orphans
+  uint64_t orphan_floor_ = 0;     // the watermark when it was asked for
   bool hole_open_ = false;
   std::map<uint64_t, Item> held_;
   SequencerCounters counters_;

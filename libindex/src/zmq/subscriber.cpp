@@ -38,6 +38,8 @@ using Clock = std::chrono::steady_clock;
 // The text CaptureReplayer recognises in a note record: the subscriber asked this source for its
 // ring before any live batch (docs/capture-format.md).
 constexpr std::string_view kBackfillNote = "backfill";
+// ... and asked it for its ring again because a batch had orphans (SPEC §3).
+constexpr std::string_view kOrphanReplayNote = "orphan-replay";
 
 }  // namespace
 
@@ -58,6 +60,8 @@ SubscriberSourceStatus SubscriberStatus::Total() const {
     b.malformed += a.malformed;
     b.replay_requests += a.replay_requests;
     b.dropped_held += a.dropped_held;
+    b.orphan_replays += a.orphan_replays;
+    b.reapplied += a.reapplied;
     t.ingest.frame_errors += s.ingest.frame_errors;
     t.ingest.replay_frame_errors += s.ingest.replay_frame_errors;
     t.ingest.event_errors += s.ingest.event_errors;
@@ -85,6 +89,10 @@ struct Subscriber::Impl : IngestObserver {
     bool replay_pending = false;  // a request was sent and is not answered to the end
     Clock::time_point replay_deadline;
     uint64_t last_applied = 0;
+    bool orphans_seen = false;  // a batch had orphans: consider an orphan replay
+    Clock::time_point next_orphan_replay;  // no orphan replay before this (rate limit)
+    Clock::time_point last_orphan_replay;
+    Clock::duration orphan_backoff{0};
     SubscriberSourceStatus status;
   };
 
@@ -98,6 +106,7 @@ struct Subscriber::Impl : IngestObserver {
   std::atomic<bool> stop_requested{false};
   bool added_any = false;
   bool sockets_changed = false;  // a DEALER was re-created: rebuild the poll set
+  bool any_orphans_seen = false;  // some source's orphans_seen is set
 
   // Work the ingestor asked for during a call, done after it returns.
   std::vector<std::pair<SourceId, uint64_t>> pending_requests;
@@ -155,6 +164,48 @@ struct Subscriber::Impl : IngestObserver {
   }
   void OnReplayRequest(SourceId id, uint64_t from_seq) override {
     pending_requests.emplace_back(id, from_seq);
+  }
+  void OnOrphans(SourceId id, uint64_t, uint64_t) override {
+    Source* s = Find(id);
+    if (s != nullptr && s->dealer) s->orphans_seen = any_orphans_seen = true;
+  }
+
+  // Orphans ask for a replay of the source's ring (SPEC §3): at most one outstanding request per
+  // source (the sequencer refuses while one is), and at most one orphan replay per
+  // `orphan_replay_interval`, doubled (up to 64x) while orphans keep coming back (their parents
+  // have probably left the ring: a lost batch orphans the rest of its chains), reset after a
+  // quiet spell. The decision depends on the clock, so it is recorded (a note that capture replay
+  // follows), right after the record of the message that caused it.
+  void StartOrphanReplays() {
+    if (!any_orphans_seen) return;
+    any_orphans_seen = false;
+    for (auto& s : sources) {
+      if (!s || !s->orphans_seen) continue;
+      const auto now = Clock::now();
+      if (now < s->next_orphan_replay) {
+        s->orphans_seen = false;  // rate-limited: later orphans ask again
+        continue;
+      }
+      if (!ingestor.StartOrphanReplay(s->id)) {
+        // Another replay is outstanding (the orphans may come from its own batches): ask once
+        // it has ended.
+        any_orphans_seen = true;
+        continue;
+      }
+      s->orphans_seen = false;
+      const Clock::duration base = options.orphan_replay_interval;
+      const Clock::duration most = 64 * base;
+      const bool quiet = now - s->last_orphan_replay > 2 * most;
+      s->orphan_backoff = quiet || s->orphan_backoff == Clock::duration::zero()
+                              ? base
+                              : std::min(2 * s->orphan_backoff, most);
+      s->last_orphan_replay = now;
+      s->next_orphan_replay = now + s->orphan_backoff;
+      if (recorder != nullptr) {
+        Record(recorder->WriteText(CaptureRecordType::kNote, s->id, RealtimeNs(),
+                                   kOrphanReplayNote));
+      }
+    }
   }
   void OnGap(SourceId id, uint64_t expected, uint64_t received) override {
     RecordObservation(CaptureRecordType::kGap, id, expected, received);
@@ -247,6 +298,7 @@ struct Subscriber::Impl : IngestObserver {
   // Sends the requests the ingestor made; a source that cannot be asked gives up at once (its
   // `timeout` record first, so a replay of the capture gives up at the same point).
   void FlushRequests() {
+    StartOrphanReplays();
     while (!pending_requests.empty()) {
       auto requests = std::move(pending_requests);
       pending_requests.clear();
@@ -428,6 +480,10 @@ Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
   const Status status = replayer.ApplyAll(*reader);
   m.recorder = recorder;
   m.pending_requests.clear();
+  for (auto& s : m.sources) {
+    if (s) s->orphans_seen = false;
+  }
+  m.any_orphans_seen = false;
   for (const auto& problem : reader->problems()) {
     Log(LogLevel::kWarn, "--warm-from " + problem.file + ": byte " +
                              std::to_string(problem.offset) + ": " + problem.status.message());
@@ -508,6 +564,8 @@ Status Subscriber::Run() {
   };
   rebuild();
   m.sockets_changed = false;
+  // Records of one poll cycle are coalesced and flushed at its end (docs/capture-format.md).
+  if (m.recorder != nullptr) m.recorder->set_coalescing(true);
   Clock::time_point next_publish = Clock::now();
   m.Publish(true);
   while (!m.stop_requested.load() && m.fatal.ok()) {
@@ -552,7 +610,11 @@ Status Subscriber::Run() {
         m.GiveUp(*s);
       }
     }
-    if (m.recorder != nullptr) m.Record(m.recorder->MaybeSync());
+    if (m.recorder != nullptr) {
+      // The records of this cycle reach the kernel (one write(2)) before poll blocks again.
+      m.Record(m.recorder->Flush());
+      m.Record(m.recorder->MaybeSync());
+    }
     if (m.sockets_changed) {
       m.sockets_changed = false;
       rebuild();
@@ -563,6 +625,10 @@ Status Subscriber::Run() {
     }
   }
   m.RunTasks();
+  if (m.recorder != nullptr) {
+    m.Record(m.recorder->Flush());
+    m.recorder->set_coalescing(false);
+  }
   m.Publish(false);
   return m.fatal;
 }

@@ -5,8 +5,10 @@
 // once; a replay that stays silent for `replay_timeout` is given up on (a `timeout` record is
 // written first when recording, then Ingestor::GiveUp), and the DEALER is re-created so late
 // replies cannot be mistaken for the next request's. With a replay endpoint, each source first
-// backfills from the publisher's ring. Optionally every live message, replay reply and observation
-// is recorded to a CaptureWriter (each record reaches the kernel before the next poll cycle).
+// backfills from the publisher's ring. A batch whose blocks are orphans (parent unknown) asks the
+// source's ring again (SPEC §3; Ingestor::StartOrphanReplay). Optionally every live message, replay
+// reply and observation is recorded to a CaptureWriter: the records of one poll cycle are
+// coalesced and reach the kernel with one write(2) before the next poll cycle.
 //
 // A bad message never stops the subscriber: it is counted, logged (rate-limited) and skipped,
 // unless `strict` is set (then the first one ends Run() with its Status).
@@ -46,6 +48,10 @@ struct SubscriberOptions {
   bool strict = false;    // the first bad message ends Run() with its Status
   uint64_t max_messages = 0;  // stop after this many live messages (all sources); 0 = no limit
   std::chrono::milliseconds status_interval{100};  // how often status() is refreshed
+  // A batch with orphans (a block whose parent is unknown) asks its source's ring again, at most
+  // once per this interval per source (doubling up to 64x while orphans keep coming back), and
+  // never while another replay is outstanding.
+  std::chrono::milliseconds orphan_replay_interval{1000};
   SequencerOptions sequencer;
 };
 
