@@ -309,7 +309,7 @@ void BM_PrefixIndex_Match(benchmark::State& state) {
   ReportPercentiles(state, ns);
   state.counters["presences"] = static_cast<double>(f.index->stats().presences);
 }
-BENCHMARK(BM_PrefixIndex_Match)->Arg(128);
+BENCHMARK(BM_PrefixIndex_Match)->Arg(1)->Arg(128);
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();

@@ -943,25 +943,31 @@ struct PrefixIndex::Impl {
   }
 
   // ---------------------------------------------------------------- queries (shared lock)
+  // 32 bytes and trivially initialised: a query over 64 instances builds 64 of these, so nothing
+  // here is zeroed per tier (the per-tier counts live in Scratch::tier_counts).
   struct Member {
     uint32_t inst;
     uint32_t block_size;
     uint32_t scope;  // kNone: scope unknown -> zeros
+    uint32_t matched;
     uint64_t seed;
-    uint64_t matched = 0;
-    uint32_t seen = 0;
-    uint16_t mask = 0;
-    std::array<uint64_t, kMaxTiers> tiers{};
+    uint32_t seen;
+    uint16_t mask;
   };
   struct Scratch {
     std::vector<Member> members;
+    std::vector<uint32_t> tier_counts;  // members x ntiers matched blocks per tier
+    uint32_t ntiers = 0;
     std::vector<int32_t> holder_local;
     std::vector<uint32_t> holder_depth;
     std::vector<std::vector<uint32_t>> serves;  // store holder -> members it serves
     std::vector<uint32_t> alive;
     std::vector<uint32_t> group;
     std::vector<PrefixHash> hashes;
+    std::vector<uint64_t> keys;       // prefix hash per depth (pipelined resolution)
+    std::vector<uint64_t> key_hashes;  // KeyHash per depth
     std::vector<uint32_t> resolved;
+    std::vector<uint32_t> named;
     std::vector<uint8_t> done;
   };
 
@@ -1020,8 +1026,9 @@ struct PrefixIndex::Impl {
         Member& x = m[li];
         if (x.seen != stamp) continue;
         x.matched = stamp;
+        uint32_t* counts = &sc.tier_counts[static_cast<size_t>(li) * sc.ntiers];
         for (uint16_t bits = x.mask; bits != 0; bits &= static_cast<uint16_t>(bits - 1)) {
-          ++x.tiers[std::countr_zero(bits)];
+          ++counts[std::countr_zero(bits)];
         }
         x.mask = 0;
         sc.alive[out++] = li;
@@ -1055,12 +1062,16 @@ struct PrefixIndex::Impl {
       Member x;
       x.inst = ii;
       x.block_size = q.block_size.value_or(inst.block_size);
-      x.seed = inst.seed;
       x.scope = kNone;
+      x.matched = 0;
+      x.seed = inst.seed;
+      x.seen = 0;
+      x.mask = 0;
       sc.members.push_back(x);
     };
     if (!q.instances.empty()) {
-      std::vector<uint32_t> named;
+      std::vector<uint32_t>& named = sc.named;
+      named.clear();
       for (const std::string& name : q.instances) {
         auto it = instance_by_name.find(name);
         if (it != instance_by_name.end() && instances[it->second]->listed) named.push_back(it->second);
@@ -1100,6 +1111,8 @@ struct PrefixIndex::Impl {
       }
       x.scope = last_scope;
     }
+    sc.ntiers = static_cast<uint32_t>(tier_names.size());
+    sc.tier_counts.assign(sc.members.size() * sc.ntiers, 0);
     sc.holder_local.assign(holders.size(), -1);
     sc.holder_depth.assign(holders.size(), 0);
     if (sc.serves.size() < holders.size()) sc.serves.resize(holders.size());
@@ -1128,59 +1141,77 @@ struct PrefixIndex::Impl {
         });
         continue;
       }
-      // Token ids are hashed lazily, a chunk at a time, so a miss costs one chunk of hashing.
       const size_t n = mode == Mode::kTokens ? tokens.size() / lead.block_size : prefix.size();
+      const size_t bs = lead.block_size;
+      const uint64_t seed = lead.seed;
       sc.hashes.clear();
-      auto key_at = [&](size_t k) -> uint64_t {
-        if (mode != Mode::kTokens) return prefix[k].value;
-        if (k >= sc.hashes.size()) {
-          const size_t bs = lead.block_size;
-          const size_t end = std::min(n, k + 8);
+      sc.keys.resize(n);
+      sc.key_hashes.resize(n);
+      sc.resolved.resize(n);
+      // Software pipeline over the walk (memory-level parallelism: the walk is bound by two
+      // dependent cache misses per block, a table slot and then a block record). Depth d + kSlotAhead
+      // gets its key (token ids hashed lazily, a chunk of 8 at a time) and its table slot
+      // prefetched; depth d + kRecAhead gets its slot probed for the 32-bit tag and its candidate
+      // record prefetched; depth d is verified. A miss wastes at most kSlotAhead keys.
+      constexpr size_t kSlotAhead = 16;
+      constexpr size_t kRecAhead = 8;
+      size_t keyed = 0;
+      size_t probed = 0;
+      auto key_to = [&](size_t end) {
+        if (mode == Mode::kTokens) {
+          end = std::min(n, std::max(end, keyed + 8));
           std::optional<PrefixHash> parent;
           if (!sc.hashes.empty()) parent = sc.hashes.back();
-          AppendPrefixHashes(tokens.subspan(sc.hashes.size() * bs, (end - sc.hashes.size()) * bs),
-                             lead.block_size, parent, lead.seed, sc.hashes);
+          AppendPrefixHashes(tokens.subspan(keyed * bs, (end - keyed) * bs),
+                             static_cast<uint32_t>(bs), parent, seed, sc.hashes);
         }
-        return sc.hashes[k].value;
+        for (size_t k = keyed; k < end; ++k) {
+          const uint64_t key = mode == Mode::kTokens ? sc.hashes[k].value : prefix[k].value;
+          sc.keys[k] = key;
+          sc.key_hashes[k] = KeyHash(key, scope, 0);
+          table.Prefetch(sc.key_hashes[k]);
+        }
+        keyed = end;
       };
-      // Resolve in chunks of 8 with the table slots prefetched (memory-level parallelism); a miss
-      // ends the walk after at most one wasted chunk.
-      constexpr size_t kAhead = 8;
-      sc.resolved.assign(n, kNone - 1);  // kNone - 1: not resolved yet
-      uint64_t chunk_keys[kAhead];
-      uint64_t chunk_hashes[kAhead];
-      Walk(sc, n, [&](size_t d) {
-        if (sc.resolved[d] == kNone - 1) {
-          const size_t end = std::min(n, d + kAhead);
-          for (size_t k = d; k < end; ++k) {
-            chunk_keys[k - d] = key_at(k);
-            chunk_hashes[k - d] = KeyHash(chunk_keys[k - d], scope, 0);
-            table.Prefetch(chunk_hashes[k - d]);
-          }
-          for (size_t k = d; k < end; ++k) {
-            sc.resolved[k] = FindBlockHashed(chunk_hashes[k - d], chunk_keys[k - d], scope, 0);
-          }
+      Walk(sc, n, [&](size_t d) -> uint32_t {
+        if (keyed < n && keyed < d + kSlotAhead) key_to(std::min(n, d + kSlotAhead));
+        for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) {
+          const uint64_t h = sc.key_hashes[probed];
+          const uint32_t tag = static_cast<uint32_t>(h >> 32);
+          const size_t pos = table.Find(h, [tag](const BlockSlot& slot) { return slot.tag == tag; });
+          const uint32_t cand = pos == table.kNotFound ? kNone : table.at(pos).idx;
+          sc.resolved[probed] = cand;
+          if (cand != kNone) __builtin_prefetch(&block(cand));
         }
-        return sc.resolved[d];
+        const uint32_t cand = sc.resolved[d];
+        if (cand == kNone) return kNone;  // no slot carries the tag: absent
+        const Block& b = block(cand);
+        if (b.hash == sc.keys[d] && b.scope == scope && b.ns == 0) return cand;
+        return FindBlockHashed(sc.key_hashes[d], sc.keys[d], scope, 0);  // a tag collision
       });
     }
     // Results.
     out.instances.reserve(sc.members.size());
-    for (const Member& x : sc.members) {
+    const uint32_t nt = sc.ntiers;
+    for (size_t li = 0; li < sc.members.size(); ++li) {
+      const Member& x = sc.members[li];
+      const uint32_t* counts = &sc.tier_counts[li * nt];
       const Instance& inst = *instances[x.inst];
       InstanceMatch& im = out.instances.emplace_back();
       im.instance = inst.name;
       im.block_size = x.block_size;
       const uint64_t bs = x.block_size;
       im.longest_matched = x.matched * bs;
-      im.gpu = x.tiers[0] * bs;
-      im.cpu = x.tiers[1] * bs;
-      im.disk = x.tiers[2] * bs;
-      for (uint32_t t = 3; t < tier_names.size(); ++t) {
-        if (x.tiers[t] > 0) im.other_tiers.emplace_back(tier_names[t], x.tiers[t] * bs);
+      im.gpu = counts[0] * bs;
+      im.cpu = counts[1] * bs;
+      im.disk = counts[2] * bs;
+      for (uint32_t t = 3; t < nt; ++t) {
+        if (counts[t] > 0) im.other_tiers.emplace_back(tier_names[t], counts[t] * bs);
       }
-      if (!inst.ranks.empty()) {
-        im.dp.reserve(inst.ranks.size());
+      if (inst.ranks.size() == 1 && inst.holders.size() == 1) {
+        const Holder& h = holders[inst.holders[0]];
+        im.dp.push_back({inst.ranks[0], (h.has_rank ? sc.holder_depth[inst.holders[0]] : 0) * bs});
+      } else {
         for (DpRank rank : inst.ranks) {
           uint64_t depth = 0;
           for (uint16_t h : inst.holders) {
