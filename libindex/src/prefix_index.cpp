@@ -1,6 +1,7 @@
 #include "kvindex/prefix_index.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +9,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -154,6 +157,37 @@ struct HeapEntry {
   bool operator>(const HeapEntry& o) const { return touch > o.touch; }
 };
 
+// Block records live in 2 MiB chunks mapped at a 2 MiB boundary and advised as transparent huge
+// pages: one TLB entry covers a chunk, so a query walking records scattered over a large index
+// pays one cache miss per record instead of a cache miss plus a page walk (measured: the 128-block
+// match is ~1.4x faster; docs/benchmarks.md). Blocks are trivially destructible.
+static_assert(std::is_trivially_destructible_v<Block>);
+constexpr size_t kChunkBytes = kChunkSize * sizeof(Block);
+static_assert(kChunkBytes == (size_t{2} << 20));
+struct UnmapChunk {
+  bool mapped = true;  // false: the heap fallback of MapChunk()
+  void operator()(Block* p) const {
+    if (mapped) {
+      munmap(p, kChunkBytes);
+    } else {
+      delete[] p;
+    }
+  }
+};
+std::unique_ptr<Block[], UnmapChunk> MapChunk() {
+  // Map twice the size and trim to the aligned interior.
+  void* raw = mmap(nullptr, 2 * kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) return {new Block[kChunkSize], UnmapChunk{false}};
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kChunkBytes - 1) & ~(uintptr_t{kChunkBytes} - 1);
+  if (aligned > begin) munmap(raw, aligned - begin);
+  const uintptr_t tail = aligned + kChunkBytes;
+  if (begin + 2 * kChunkBytes > tail) munmap(reinterpret_cast<void*>(tail), begin + 2 * kChunkBytes - tail);
+  internal::AdviseHugePages(reinterpret_cast<void*>(aligned), kChunkBytes);
+  return {new (reinterpret_cast<void*>(aligned)) Block[kChunkSize], UnmapChunk{true}};
+}
+
 // A reader-writer lock that prefers the writer: once the writer waits, new readers queue behind it,
 // so a stream of overlapping queries cannot starve ingest (glibc's default prefers readers).
 class RwLock {
@@ -193,7 +227,7 @@ struct PrefixIndex::Impl {
   mutable RwLock lock;
 
   // --- state read by queries (mutated only under the exclusive lock) ---
-  std::vector<std::unique_ptr<Block[]>> chunks;
+  std::vector<std::unique_ptr<Block[], UnmapChunk>> chunks;
   // Last-touch stamps (stored or matched), only with max_blocks; queries write them (relaxed).
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> touch_chunks;
   uint32_t allocated = 0;  // block records handed out (free ones included)
@@ -364,7 +398,7 @@ struct PrefixIndex::Impl {
       free_list.pop_back();
     } else {
       if ((allocated >> kChunkBits) >= chunks.size()) {
-        chunks.push_back(std::make_unique<Block[]>(kChunkSize));
+        chunks.emplace_back(MapChunk());
         if (evicting()) touch_chunks.push_back(std::make_unique<std::atomic<uint64_t>[]>(kChunkSize));
       }
       idx = allocated++;
