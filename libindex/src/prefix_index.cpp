@@ -1182,15 +1182,19 @@ struct PrefixIndex::Impl {
       sc.keys.resize(n);
       sc.key_hashes.resize(n);
       sc.resolved.resize(n);
-      // Software pipeline over the walk (memory-level parallelism: the walk is bound by two
-      // dependent cache misses per block, a table slot and then a block record). Depth d + kSlotAhead
-      // gets its key (token ids hashed lazily, a chunk of 8 at a time) and its table slot
-      // prefetched; depth d + kRecAhead gets its slot probed for the 32-bit tag and its candidate
-      // record prefetched; depth d is verified. A miss wastes at most kSlotAhead keys.
+      // Software pipeline over the walk (memory-level parallelism: the walk is bound by dependent
+      // cache misses per block: a table slot, then the block record, then for blocks with more
+      // than two holders their presence array). Depth d + kSlotAhead gets its key (token ids
+      // hashed lazily, a chunk of 8 at a time) and its table slot prefetched; depth d + kRecAhead
+      // gets its slot probed for the 32-bit tag and the candidate record prefetched; depth
+      // d + kVerifyAhead gets its record verified and an overflow presence array prefetched;
+      // depth d is walked. A miss wastes at most kSlotAhead keys.
       constexpr size_t kSlotAhead = 16;
       constexpr size_t kRecAhead = 8;
+      constexpr size_t kVerifyAhead = 3;
       size_t keyed = 0;
       size_t probed = 0;
+      size_t verified = 0;
       auto key_to = [&](size_t end) {
         if (mode == Mode::kTokens) {
           end = std::min(n, std::max(end, keyed + 8));
@@ -1217,11 +1221,19 @@ struct PrefixIndex::Impl {
           sc.resolved[probed] = cand;
           if (cand != kNone) __builtin_prefetch(&block(cand));
         }
-        const uint32_t cand = sc.resolved[d];
-        if (cand == kNone) return kNone;  // no slot carries the tag: absent
-        const Block& b = block(cand);
-        if (b.hash == sc.keys[d] && b.scope == scope && b.ns == 0) return cand;
-        return FindBlockHashed(sc.key_hashes[d], sc.keys[d], scope, 0);  // a tag collision
+        for (const size_t end = std::min(n, d + kVerifyAhead); verified < end; ++verified) {
+          uint32_t cand = sc.resolved[verified];
+          if (cand == kNone) continue;  // no slot carries the tag: absent
+          const Block& b = block(cand);
+          if (b.hash != sc.keys[verified] || b.scope != scope || b.ns != 0) {
+            // A tag collision: the full probe.
+            cand = FindBlockHashed(sc.key_hashes[verified], sc.keys[verified], scope, 0);
+            sc.resolved[verified] = cand;
+            if (cand == kNone) continue;
+          }
+          if (block(cand).cap > kInline) __builtin_prefetch(block(cand).store.heap);
+        }
+        return sc.resolved[d];
       });
     }
     // Results.
