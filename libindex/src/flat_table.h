@@ -67,6 +67,24 @@ class FlatTable {
     }
   }
 
+  // One probe for "find, else insert": makes room for one more slot first (so the position stays
+  // valid for InsertAt), then returns {position of the match, true} or {the empty slot ending the
+  // probe run, false}.
+  template <typename Match>
+  std::pair<size_t, bool> FindOrSlot(uint64_t h, Match&& match) {
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
+    for (size_t i = Home(h);; i = Next(i)) {
+      const Slot& s = slots_[i];
+      if (Traits::Empty(s)) return {i, false};
+      if (match(s)) return {i, true};
+    }
+  }
+  // Fills the empty position FindOrSlot() returned (no other insert or erase in between).
+  void InsertAt(size_t pos, const Slot& slot) {
+    slots_[pos] = slot;
+    ++size_;
+  }
+
   void Prefetch(uint64_t h) const {
     if (cap_ != 0) __builtin_prefetch(&slots_[Home(h)]);
   }

@@ -217,7 +217,8 @@ struct Pending {
   uint32_t ns;
   EngineHash engine;
   int32_t partial;  // -1: a full block; else an index into the event's partial pages
-  uint64_t key_hash = 0;  // KeyHash(hash, scope, ns), for prefetching
+  uint64_t key_hash = 0;    // KeyHash(hash, scope, ns)
+  uint64_t engine_mix = 0;  // Mix64(engine): its engine-map hash
 };
 
 }  // namespace
@@ -260,6 +261,7 @@ struct PrefixIndex::Impl {
   uint32_t ops_in_section = 0;
   std::vector<Pending> pending;
   std::vector<Partial> pending_partials;
+  std::vector<uint64_t> remove_mix;  // Mix64 of a remove's engine hashes
 
   explicit Impl(IndexOptions o) : options(o) {
     if (options.max_blocks > 0) table.Reserve(options.max_blocks + 1);
@@ -391,7 +393,9 @@ struct PrefixIndex::Impl {
     return pos == table.kNotFound ? kNone : table.at(pos).idx;
   }
 
-  uint32_t AllocBlock(uint64_t hash, uint32_t scope, uint32_t ns) {
+  // Allocates the record of a block absent from the table: `h` is its KeyHash() and `pos` the empty
+  // table position table.FindOrSlot(h, ...) returned for it.
+  uint32_t AllocBlock(uint64_t hash, uint32_t scope, uint32_t ns, uint64_t h, size_t pos) {
     uint32_t idx;
     if (!free_list.empty()) {
       idx = free_list.back();
@@ -409,8 +413,7 @@ struct PrefixIndex::Impl {
     b.ns = ns;
     b.count = 0;
     b.cap = kInline;
-    const uint64_t h = KeyHash(hash, scope, ns);
-    table.Insert(h, {static_cast<uint32_t>(h >> 32), idx});
+    table.InsertAt(pos, {static_cast<uint32_t>(h >> 32), idx});
     ++live_blocks;
     if (evicting()) {
       const uint64_t now = clock.fetch_add(1, std::memory_order_relaxed);
@@ -547,13 +550,13 @@ struct PrefixIndex::Impl {
     const uint32_t idx = inst.engine.at(pos).block;
     return block(idx).count == 0 ? kNone : idx;  // a freed record is never reused while mapped
   }
-  void EngineSet(Instance& inst, uint64_t key, uint32_t idx) {
-    const uint64_t h = Mix64(key);
-    const size_t pos = inst.engine.Find(h, EngineMatch(key));
-    if (pos != inst.engine.kNotFound) {
+  // `h` is Mix64(key).
+  void EngineSet(Instance& inst, uint64_t key, uint64_t h, uint32_t idx) {
+    const auto [pos, found] = inst.engine.FindOrSlot(h, EngineMatch(key));
+    if (found) {
       inst.engine.at(pos).block = idx;
     } else {
-      inst.engine.Insert(h, {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), idx});
+      inst.engine.InsertAt(pos, {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), idx});
     }
   }
   void EngineErase(Instance& inst, uint64_t key) {
@@ -799,6 +802,10 @@ struct PrefixIndex::Impl {
       return;
     }
 
+    for (Pending& p : pending) {
+      if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
+      p.engine_mix = Mix64(p.engine.value);
+    }
     // Stage 2, under the exclusive lock in chunks: presence and maps.
     WLock();
     std::vector<BlockRef>* object = nullptr;
@@ -806,16 +813,13 @@ struct PrefixIndex::Impl {
       object = &inst.objects[*ev.wire.object_key];
       object->clear();
     }
-    for (Pending& p : pending) {
-      if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
-    }
     // Prefetch the table and engine-map slots a few blocks ahead: the walk is memory-bound.
     constexpr size_t kAhead = 6;
     for (size_t i = 0; i < pending.size(); ++i) {
       if (i + kAhead < pending.size()) {
         const Pending& next = pending[i + kAhead];
         table.Prefetch(next.key_hash);
-        inst.engine.Prefetch(Mix64(next.engine.value));
+        inst.engine.Prefetch(next.engine_mix);
       }
       const Pending& p = pending[i];
       if (p.partial >= 0) {
@@ -823,18 +827,27 @@ struct PrefixIndex::Impl {
         EngineErase(inst, p.engine.value);
         continue;
       }
-      uint32_t idx = FindBlockHashed(p.key_hash, p.hash, scope_id, p.ns);
-      if (idx == kNone) {
-        idx = AllocBlock(p.hash, scope_id, p.ns);
-      } else if (evicting()) {
-        touch(idx).store(clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+      const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
+      const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
+        if (slot.tag != tag) return false;
+        const Block& b = block(slot.idx);
+        return b.hash == p.hash && b.scope == scope_id && b.ns == p.ns;
+      });
+      uint32_t idx;
+      if (!found) {
+        idx = AllocBlock(p.hash, scope_id, p.ns, p.key_hash, pos);
+      } else {
+        idx = table.at(pos).idx;
+        if (evicting()) {
+          touch(idx).store(clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+        }
       }
       if (AddPresence(idx, static_cast<uint16_t>(holder), t)) {
         ++r.stored;
       } else {
         ++r.duplicates;
       }
-      EngineSet(inst, p.engine.value, idx);
+      EngineSet(inst, p.engine.value, p.engine_mix, idx);
       if (!inst.partials.empty()) inst.partials.erase(p.engine.value);
       if (object != nullptr) object->push_back({idx, block(idx).gen});
       Tick();
@@ -852,29 +865,31 @@ struct PrefixIndex::Impl {
     const Tier tier = ev.tier ? *ev.tier : (src.config.is_store() ? Tier::Cpu() : Tier::Gpu());
     const uint32_t t = TierIndex(tier, false);
     const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), false);
-    WLock();
     const auto& hashes = ev.block_hashes;
+    const size_t n = hashes.size();
+    remove_mix.resize(n);
+    for (size_t k = 0; k < n; ++k) remove_mix[k] = Mix64(hashes[k].value);
+    WLock();
     // A remove chases three dependent cache misses (engine slot -> block record -> table slot);
-    // prefetch them in a pipeline a few hashes ahead.
+    // prefetch them in a pipeline: the engine slot 8 hashes ahead, the record 4 ahead (its index
+    // kept in a ring), the table slot 2 ahead.
     auto peek = [&](size_t k) -> uint32_t {
-      const size_t pos = inst.engine.Find(Mix64(hashes[k].value), EngineMatch(hashes[k].value));
-      return pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
+      const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(hashes[k].value));
+      const uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
+      if (idx != kNone) __builtin_prefetch(&block(idx));
+      return idx;
     };
-    for (size_t k = 0; k < hashes.size(); ++k) {
-      if (k + 8 < hashes.size()) inst.engine.Prefetch(Mix64(hashes[k + 8].value));
-      if (k + 4 < hashes.size()) {
-        const uint32_t ahead = peek(k + 4);
-        if (ahead != kNone) __builtin_prefetch(&block(ahead));
-      }
-      if (k + 2 < hashes.size()) {
-        const uint32_t ahead = peek(k + 2);
-        if (ahead != kNone) {
-          const Block& b = block(ahead);
-          table.Prefetch(KeyHash(b.hash, b.scope, b.ns));
-        }
+    uint32_t ring[8];
+    for (size_t k = 0; k < 4; ++k) ring[k] = k < n ? peek(k) : kNone;
+    for (size_t k = 0; k < n; ++k) {
+      if (k + 8 < n) inst.engine.Prefetch(remove_mix[k + 8]);
+      if (k + 4 < n) ring[(k + 4) & 7] = peek(k + 4);
+      if (k + 2 < n && ring[(k + 2) & 7] != kNone) {
+        const Block& b = block(ring[(k + 2) & 7]);  // possibly stale: only a hint
+        table.Prefetch(KeyHash(b.hash, b.scope, b.ns));
       }
       const EngineHash& h = hashes[k];
-      const size_t pos = inst.engine.Find(Mix64(h.value), EngineMatch(h.value));
+      const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(h.value));
       uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
       if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
       if (idx == kNone) {
