@@ -58,24 +58,36 @@ struct Presence {
 
 // A resident block. `ns` is 0 for blocks keyed by a prefix hash, 1 + instance index for blocks
 // keyed by that instance's engine-hash chain (tokenless events). `gen` changes when the record is
-// freed, so stale references (the eviction heap, store object keys) are detected. A freed record
-// (count 0) is not reused until every engine map has dropped its entries for it (Recycle()), so
-// engine-map entries need no generation.
+// freed, so stale references (the eviction heap, store object keys) are detected. Engine-map
+// entries carry no generation: `engine_refs` counts the entries pointing at the record (sticky at
+// kStickyRefs), and a record freed while some still do is not reused until every engine map has
+// dropped them (MaybeRecycle()); a record freed with no entry left is reusable at once.
+constexpr uint8_t kStickyRefs = 255;
 struct Block {
   uint64_t hash = 0;
   uint32_t scope = 0;
   uint32_t ns = 0;
   uint32_t gen = 0;
   uint16_t count = 0;
-  uint16_t cap = kInline;
+  uint8_t cap_log2 = 1;  // presence capacity 2^cap_log2; kInline (2) = inline
+  uint8_t engine_refs = 0;
   union Store {
     Presence inl[kInline];
     Presence* heap;
   } store;
 
-  Presence* data() { return cap <= kInline ? store.inl : store.heap; }
-  const Presence* data() const { return cap <= kInline ? store.inl : store.heap; }
+  uint32_t cap() const { return 1u << cap_log2; }
+  bool inline_store() const { return cap_log2 <= 1; }
+  Presence* data() { return inline_store() ? store.inl : store.heap; }
+  const Presence* data() const { return inline_store() ? store.inl : store.heap; }
+  void AddRef() {
+    if (engine_refs != kStickyRefs) ++engine_refs;
+  }
+  void DropRef() {
+    if (engine_refs != kStickyRefs && engine_refs != 0) --engine_refs;
+  }
 };
+static_assert(kInline == 2, "cap_log2 = 1 is the inline store");
 static_assert(sizeof(Block) == 32, "docs/architecture.md documents a 32-byte block record");
 
 uint64_t KeyHash(uint64_t hash, uint32_t scope, uint32_t ns) {
@@ -269,7 +281,7 @@ struct PrefixIndex::Impl {
   ~Impl() {
     for (uint32_t i = 0; i < allocated; ++i) {
       Block& b = block(i);
-      if (b.cap > kInline) delete[] b.store.heap;
+      if (!b.inline_store()) delete[] b.store.heap;
     }
   }
 
@@ -412,7 +424,8 @@ struct PrefixIndex::Impl {
     b.scope = scope;
     b.ns = ns;
     b.count = 0;
-    b.cap = kInline;
+    b.cap_log2 = 1;
+    b.engine_refs = 0;
     table.InsertAt(pos, {static_cast<uint32_t>(h >> 32), idx});
     ++live_blocks;
     if (evicting()) {
@@ -424,22 +437,29 @@ struct PrefixIndex::Impl {
     return idx;
   }
 
-  void FreeBlock(uint32_t idx) {
+  // `dropping`: engine entries pointing here that the caller erases right after (before any
+  // allocation), so they do not hold the record back.
+  void FreeBlock(uint32_t idx, uint8_t dropping = 0) {
     Block& b = block(idx);
     const uint64_t h = KeyHash(b.hash, b.scope, b.ns);
     const size_t pos = table.Find(h, [&](const BlockSlot& s) { return s.idx == idx; });
     if (pos != table.kNotFound) table.EraseAt(pos);
-    if (b.cap > kInline) {
-      overflow_bytes -= b.cap * sizeof(Presence);
+    if (!b.inline_store()) {
+      overflow_bytes -= b.cap() * sizeof(Presence);
       delete[] b.store.heap;
     }
-    b.cap = kInline;
+    b.cap_log2 = 1;
     b.count = 0;
     ++b.gen;
+    --live_blocks;
+    if (b.engine_refs != kStickyRefs && b.engine_refs <= dropping) {
+      b.engine_refs = 0;
+      free_list.push_back(idx);  // no engine entry points here (once the caller's go): reusable
+      return;
+    }
     deferred.push_back(idx);
     if ((idx >> 6) >= deferred_bits.size()) deferred_bits.resize((idx >> 6) + 1024, 0);
     deferred_bits[idx >> 6] |= 1ULL << (idx & 63);
-    --live_blocks;
   }
 
   // Makes deferred records reusable once no engine map points at them. Amortised O(1) per free:
@@ -463,7 +483,10 @@ struct PrefixIndex::Impl {
       Tick();
     }
     free_list.insert(free_list.end(), deferred.begin(), deferred.end());
-    for (uint32_t idx : deferred) deferred_bits[idx >> 6] &= ~(1ULL << (idx & 63));
+    for (uint32_t idx : deferred) {
+      deferred_bits[idx >> 6] &= ~(1ULL << (idx & 63));
+      block(idx).engine_refs = 0;  // every entry pointing here was erased above
+    }
     deferred.clear();
   }
 
@@ -481,17 +504,17 @@ struct PrefixIndex::Impl {
         return true;
       }
     }
-    if (b.count == b.cap) {
-      const uint16_t cap = static_cast<uint16_t>(b.cap * 2);
+    if (b.count == b.cap()) {
+      const uint32_t cap = b.cap() * 2;
       Presence* grown = new Presence[cap];
       std::memcpy(grown, p, b.count * sizeof(Presence));
-      if (b.cap > kInline) {
-        overflow_bytes -= b.cap * sizeof(Presence);
+      if (!b.inline_store()) {
+        overflow_bytes -= b.cap() * sizeof(Presence);
         delete[] b.store.heap;
       }
       overflow_bytes += cap * sizeof(Presence);
       b.store.heap = grown;
-      b.cap = cap;
+      ++b.cap_log2;
       p = grown;
     }
     p[b.count++] = {holder, bit};
@@ -502,7 +525,8 @@ struct PrefixIndex::Impl {
 
   // Clears the tiers in `mask` of `holder` on block `idx`; returns how many presences went. Frees
   // the block when nobody holds it any more (reported through *freed).
-  uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed) {
+  uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed,
+                          uint8_t dropping = 0) {
     Block& b = block(idx);
     Presence* p = b.data();
     *freed = false;
@@ -520,7 +544,7 @@ struct PrefixIndex::Impl {
         p[i] = p[b.count - 1];
         --b.count;
         if (b.count == 0) {
-          FreeBlock(idx);
+          FreeBlock(idx, dropping);
           *freed = true;
         }
       }
@@ -554,14 +578,22 @@ struct PrefixIndex::Impl {
   void EngineSet(Instance& inst, uint64_t key, uint64_t h, uint32_t idx) {
     const auto [pos, found] = inst.engine.FindOrSlot(h, EngineMatch(key));
     if (found) {
-      inst.engine.at(pos).block = idx;
+      uint32_t& target = inst.engine.at(pos).block;
+      if (target == idx) return;
+      block(target).DropRef();
+      target = idx;
     } else {
       inst.engine.InsertAt(pos, {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), idx});
     }
+    block(idx).AddRef();
+  }
+  void EngineEraseAt(Instance& inst, size_t pos) {
+    block(inst.engine.at(pos).block).DropRef();
+    inst.engine.EraseAt(pos);
   }
   void EngineErase(Instance& inst, uint64_t key) {
     const size_t pos = inst.engine.Find(Mix64(key), EngineMatch(key));
-    if (pos != inst.engine.kNotFound) inst.engine.EraseAt(pos);
+    if (pos != inst.engine.kNotFound) EngineEraseAt(inst, pos);
   }
   // Drops entries whose block is gone or no longer held by the instance (B20: no leaking map).
   void SweepEngine(uint32_t ii) {
@@ -901,10 +933,11 @@ struct PrefixIndex::Impl {
       }
       if (t == kNone || holder == kNone) continue;  // this holder never stored that tier
       bool freed = false;
+      // If this frees the block, the entry at `pos` (pointing at it) is erased just below.
       r.removed += RemovePresence(idx, static_cast<uint16_t>(holder),
-                                  static_cast<uint16_t>(1u << t), &freed);
+                                  static_cast<uint16_t>(1u << t), &freed, 1);
       // Only the block table changed since the lookup, so `pos` is still the entry.
-      if (freed || !InstanceHolds(block(idx), ii)) inst.engine.EraseAt(pos);
+      if (freed || !InstanceHolds(block(idx), ii)) EngineEraseAt(inst, pos);
       Tick();
     }
     MaybeRecycle();
@@ -1246,7 +1279,7 @@ struct PrefixIndex::Impl {
             sc.resolved[verified] = cand;
             if (cand == kNone) continue;
           }
-          if (block(cand).cap > kInline) __builtin_prefetch(block(cand).store.heap);
+          if (!block(cand).inline_store()) __builtin_prefetch(block(cand).store.heap);
         }
         return sc.resolved[d];
       });
