@@ -88,6 +88,13 @@ class FlatTable {
   void Prefetch(uint64_t h) const {
     if (cap_ != 0) __builtin_prefetch(&slots_[Home(h)]);
   }
+  // The home slot and the next cache line: a probe run at load 0.8 often spans two lines.
+  void Prefetch2(uint64_t h) const {
+    if (cap_ == 0) return;
+    const char* p = reinterpret_cast<const char*>(&slots_[Home(h)]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+  }
 
   Slot& at(size_t pos) { return slots_[pos]; }
   const Slot& at(size_t pos) const { return slots_[pos]; }

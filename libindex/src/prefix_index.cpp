@@ -851,7 +851,7 @@ struct PrefixIndex::Impl {
       if (i + kAhead < pending.size()) {
         const Pending& next = pending[i + kAhead];
         table.Prefetch(next.key_hash);
-        inst.engine.Prefetch(next.engine_mix);
+        inst.engine.Prefetch2(next.engine_mix);
       }
       const Pending& p = pending[i];
       if (p.partial >= 0) {
@@ -914,7 +914,7 @@ struct PrefixIndex::Impl {
     uint32_t ring[8];
     for (size_t k = 0; k < 4; ++k) ring[k] = k < n ? peek(k) : kNone;
     for (size_t k = 0; k < n; ++k) {
-      if (k + 8 < n) inst.engine.Prefetch(remove_mix[k + 8]);
+      if (k + 8 < n) inst.engine.Prefetch2(remove_mix[k + 8]);
       if (k + 4 < n) ring[(k + 4) & 7] = peek(k + 4);
       if (k + 2 < n && ring[(k + 2) & 7] != kNone) {
         const Block& b = block(ring[(k + 2) & 7]);  // possibly stale: only a hint
