@@ -147,6 +147,20 @@ struct Instance {
   uint64_t orphans = 0;
 };
 
+// What a query reads of an instance, packed in one array (Impl::inst_q) so that a query over 64
+// instances touches ~2 KB instead of chasing each Instance's vectors. Refreshed by RefreshQuery()
+// whenever one of its sources (name, listed, block size, seed, holders, ranks) changes.
+constexpr uint16_t kNoHolder = 0xFFFF;
+struct InstQuery {
+  std::string_view name;  // Instance::name (the Instance is heap-stable)
+  uint64_t seed = kDefaultHashSeed;
+  uint32_t block_size = 0;
+  uint16_t holder = kNoHolder;  // its only holder, or kNoHolder when it has none or several
+  bool listed = false;
+  bool one_rank = false;  // exactly one holder, with a rank: `rank`
+  DpRank rank = 0;
+};
+
 struct Holder {
   uint32_t source = 0;
   uint32_t inst = 0;
@@ -249,6 +263,8 @@ struct PrefixIndex::Impl {
   std::vector<uint64_t> deferred_bits;  // bit per record: in `deferred` (a cache-friendly test)
   FlatTable<BlockSlot, BlockTraits> table;
   std::vector<std::unique_ptr<Instance>> instances;
+  std::vector<InstQuery> inst_q;                 // per instance, see InstQuery
+  std::vector<std::vector<uint32_t>> tm_members;  // (tenant, model) -> its instances, by name
   std::unordered_map<std::string, uint32_t> instance_by_name;
   std::vector<uint32_t> sorted_instances;  // by name
   std::vector<Source> sources;
@@ -336,10 +352,31 @@ struct PrefixIndex::Impl {
     tm_ids.emplace(std::move(key), id);
     return id;
   }
-  void AddTm(Instance& inst, uint32_t tm) {
+  void AddTm(uint32_t ii, uint32_t tm) {
+    Instance& inst = *instances[ii];
     if (std::find(inst.tms.begin(), inst.tms.end(), tm) != inst.tms.end()) return;
     WLock();
     inst.tms.push_back(tm);
+    if (tm_members.size() <= tm) tm_members.resize(tm + 1);
+    auto& members = tm_members[tm];
+    members.insert(std::upper_bound(members.begin(), members.end(), inst.name,
+                                    [&](const std::string& name, uint32_t x) {
+                                      return name < instances[x]->name;
+                                    }),
+                   ii);
+  }
+  // Exclusive lock held.
+  void RefreshQuery(uint32_t ii) {
+    if (inst_q.size() <= ii) inst_q.resize(ii + 1);
+    const Instance& inst = *instances[ii];
+    InstQuery& q = inst_q[ii];
+    q.name = inst.name;
+    q.seed = inst.seed;
+    q.block_size = inst.block_size;
+    q.listed = inst.listed;
+    q.holder = inst.holders.size() == 1 ? inst.holders[0] : kNoHolder;
+    q.one_rank = q.holder != kNoHolder && holders[q.holder].has_rank;
+    q.rank = q.one_rank ? holders[q.holder].rank : 0;
   }
   // The tier's bit position, or kNone when the bitmask is full.
   uint32_t TierIndex(const Tier& tier, bool create) {
@@ -388,6 +425,7 @@ struct PrefixIndex::Impl {
     if (rank && std::find(inst.ranks.begin(), inst.ranks.end(), *rank) == inst.ranks.end()) {
       inst.ranks.insert(std::upper_bound(inst.ranks.begin(), inst.ranks.end(), *rank), *rank);
     }
+    RefreshQuery(src.inst);
     return h;
   }
 
@@ -755,8 +793,9 @@ struct PrefixIndex::Impl {
     if (inst.block_size == 0) {
       WLock();
       inst.block_size = bs;
+      RefreshQuery(ii);
     }
-    AddTm(inst, scope_tm[scope_id]);
+    AddTm(ii, scope_tm[scope_id]);
     const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), true);
     if (holder == kNone) {
       ++r.rejected;
@@ -1060,8 +1099,12 @@ struct PrefixIndex::Impl {
     auto& m = sc.members;
     sc.alive.assign(sc.group.begin(), sc.group.end());
     for (uint32_t li : sc.group) {
-      const Instance& inst = *instances[m[li].inst];
-      for (uint16_t h : inst.holders) sc.holder_local[h] = static_cast<int32_t>(li);
+      const uint16_t only = inst_q[m[li].inst].holder;
+      if (only != kNoHolder) {
+        sc.holder_local[only] = static_cast<int32_t>(li);
+        continue;
+      }
+      for (uint16_t h : instances[m[li].inst]->holders) sc.holder_local[h] = static_cast<int32_t>(li);
     }
     // Stores serving members of this group.
     bool any_serving = false;
@@ -1121,8 +1164,12 @@ struct PrefixIndex::Impl {
       }
     }
     for (uint32_t li : sc.group) {
-      const Instance& inst = *instances[m[li].inst];
-      for (uint16_t h : inst.holders) sc.holder_local[h] = -1;
+      const uint16_t only = inst_q[m[li].inst].holder;
+      if (only != kNoHolder) {
+        sc.holder_local[only] = -1;
+        continue;
+      }
+      for (uint16_t h : instances[m[li].inst]->holders) sc.holder_local[h] = -1;
     }
   }
 
@@ -1140,7 +1187,7 @@ struct PrefixIndex::Impl {
     // Candidates, in name order.
     sc.members.clear();
     auto add_member = [&](uint32_t ii) {
-      const Instance& inst = *instances[ii];
+      const InstQuery& inst = inst_q[ii];
       Member x;
       x.inst = ii;
       x.block_size = q.block_size.value_or(inst.block_size);
@@ -1156,7 +1203,7 @@ struct PrefixIndex::Impl {
       named.clear();
       for (const std::string& name : q.instances) {
         auto it = instance_by_name.find(name);
-        if (it != instance_by_name.end() && instances[it->second]->listed) named.push_back(it->second);
+        if (it != instance_by_name.end() && inst_q[it->second].listed) named.push_back(it->second);
       }
       std::sort(named.begin(), named.end(), [&](uint32_t a, uint32_t b) {
         return instances[a]->name < instances[b]->name;
@@ -1167,10 +1214,9 @@ struct PrefixIndex::Impl {
       auto it = tm_ids.find({q.tenant, q.model});
       if (it == tm_ids.end()) return out;
       const uint32_t tm = it->second;
-      for (uint32_t ii : sorted_instances) {
-        const Instance& inst = *instances[ii];
-        if (inst.listed && std::find(inst.tms.begin(), inst.tms.end(), tm) != inst.tms.end()) {
-          add_member(ii);
+      if (tm < tm_members.size()) {
+        for (uint32_t ii : tm_members[tm]) {
+          if (inst_q[ii].listed) add_member(ii);
         }
       }
     }
@@ -1290,9 +1336,9 @@ struct PrefixIndex::Impl {
     for (size_t li = 0; li < sc.members.size(); ++li) {
       const Member& x = sc.members[li];
       const uint32_t* counts = &sc.tier_counts[li * nt];
-      const Instance& inst = *instances[x.inst];
+      const InstQuery& iq = inst_q[x.inst];
       InstanceMatch& im = out.instances.emplace_back();
-      im.instance = inst.name;
+      im.instance = iq.name;
       im.block_size = x.block_size;
       const uint64_t bs = x.block_size;
       im.longest_matched = x.matched * bs;
@@ -1302,10 +1348,10 @@ struct PrefixIndex::Impl {
       for (uint32_t t = 3; t < nt; ++t) {
         if (counts[t] > 0) im.other_tiers.emplace_back(tier_names[t], counts[t] * bs);
       }
-      if (inst.ranks.size() == 1 && inst.holders.size() == 1) {
-        const Holder& h = holders[inst.holders[0]];
-        im.dp.push_back({inst.ranks[0], (h.has_rank ? sc.holder_depth[inst.holders[0]] : 0) * bs});
-      } else {
+      if (iq.one_rank) {
+        im.dp.push_back({iq.rank, sc.holder_depth[iq.holder] * bs});
+      } else if (iq.holder == kNoHolder) {
+        const Instance& inst = *instances[x.inst];
         for (DpRank rank : inst.ranks) {
           uint64_t depth = 0;
           for (uint16_t h : inst.holders) {
@@ -1373,7 +1419,7 @@ Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
     } else {
       id = tm->second;
     }
-    if (std::find(inst.tms.begin(), inst.tms.end(), id) == inst.tms.end()) inst.tms.push_back(id);
+    im.AddTm(ii, id);
   }
   // Resolve every store's `serves` names (instances may be defined in any order).
   for (Source& s : im.sources) {
@@ -1387,6 +1433,7 @@ Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
   // The configured rank is known (and reported, zeros included) before any event arrives.
   const Source& added = im.sources[sid];
   im.HolderFor(sid, im.RankFor(added, std::nullopt, std::nullopt), true);
+  im.RefreshQuery(ii);
   im.WUnlock();
   return SourceId{sid};
 }
@@ -1449,6 +1496,7 @@ Result<ApplyResult> PrefixIndex::RemoveInstance(std::string_view instance) {
   inst.listed = false;
   inst.objects.clear();
   inst.partials.clear();
+  im.RefreshQuery(it->second);
   im.WUnlock();
   return r;
 }
