@@ -944,23 +944,31 @@ struct PrefixIndex::Impl {
     // A remove chases three dependent cache misses (engine slot -> block record -> table slot);
     // prefetch them in a pipeline: the engine slot 8 hashes ahead, the record 4 ahead (its index
     // kept in a ring), the table slot 2 ahead.
-    auto peek = [&](size_t k) -> uint32_t {
+    // The ring also keeps the engine position found by the peek: an erase shifts entries back
+    // only within its probe run, so the position is usually still right (checked before use).
+    uint32_t ring[8];
+    size_t ring_pos[8];
+    auto peek = [&](size_t k) {
       const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(hashes[k].value));
       const uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
       if (idx != kNone) __builtin_prefetch(&block(idx));
-      return idx;
+      ring[k & 7] = idx;
+      ring_pos[k & 7] = pos;
     };
-    uint32_t ring[8];
-    for (size_t k = 0; k < 4; ++k) ring[k] = k < n ? peek(k) : kNone;
+    for (size_t k = 0; k < 4 && k < n; ++k) peek(k);
     for (size_t k = 0; k < n; ++k) {
       if (k + 8 < n) inst.engine.Prefetch2(remove_mix[k + 8]);
-      if (k + 4 < n) ring[(k + 4) & 7] = peek(k + 4);
+      if (k + 4 < n) peek(k + 4);
       if (k + 2 < n && ring[(k + 2) & 7] != kNone) {
         const Block& b = block(ring[(k + 2) & 7]);  // possibly stale: only a hint
         table.Prefetch(KeyHash(b.hash, b.scope, b.ns));
       }
       const EngineHash& h = hashes[k];
-      const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(h.value));
+      size_t pos = ring_pos[k & 7];
+      if (pos == inst.engine.kNotFound || pos >= inst.engine.capacity() ||
+          inst.engine.at(pos).block == kNone || inst.engine.at(pos).key() != h.value) {
+        pos = inst.engine.Find(remove_mix[k], EngineMatch(h.value));
+      }
       uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
       if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
       if (idx == kNone) {
