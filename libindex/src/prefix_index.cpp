@@ -832,13 +832,19 @@ struct PrefixIndex::Impl {
       std::optional<PrefixHash> prev;
       if (parent_idx != kNone) prev = PrefixHash{block(parent_idx).hash};
       const std::span<const TokenId> all(ev.token_ids);
+      const size_t mm = ev.multimodal.size();
+      pending.resize(n);
       for (size_t i = 0; i < n; ++i) {
         LocalBlockHash local = HashBlockTokens(all.subspan(i * bs, bs), seed);
-        if (i < ev.multimodal.size() && !ev.multimodal[i].empty()) {
+        if (i < mm && !ev.multimodal[i].empty()) {
           local = MixMultimodalKeys(local, ev.multimodal[i], seed);
         }
         prev = ChainPrefixHash(prev, local, seed);
-        pending.push_back({prev->value, 0, ev.block_hashes[i], -1});
+        Pending& p = pending[i];
+        p.hash = prev->value;
+        p.ns = 0;
+        p.engine = ev.block_hashes[i];
+        p.partial = -1;
       }
     } else if (page < bs && bs % page == 0) {
       // Page accumulation: pages fill blocks; a page completing a block maps to that block.
