@@ -124,6 +124,23 @@ class FlatTable {
     --size_;
   }
 
+  // Growth in two steps, so that the caller can build the bigger table without holding its
+  // exclusive lock: NeedsGrow() says the next insert would grow; BuildGrown() is const (it only
+  // reads this table, like concurrent readers do) and returns the rehashed slots; Adopt() swaps
+  // them in (O(1)) and hands back the old slots for the caller to free later. Valid as long as the
+  // table does not change between BuildGrown() and Adopt().
+  bool NeedsGrow() const { return (size_ + 1) * 5 > cap_ * 4; }
+  std::vector<Slot> BuildGrown() const {
+    const size_t cap = cap_ < 16 ? 16 : cap_ + cap_ / 2;
+    std::vector<Slot> fresh;
+    Rehash(slots_, fresh, cap);
+    return fresh;
+  }
+  void Adopt(std::vector<Slot>& fresh) {
+    fresh.swap(slots_);
+    cap_ = slots_.size();
+  }
+
   void Reserve(size_t n) {
     const size_t cap = n + n / 4 + 16;
     if (cap > cap_) Grow(cap);
@@ -143,17 +160,21 @@ class FlatTable {
   size_t Distance(size_t a, size_t b) const { return b >= a ? b - a : b + cap_ - a; }
 
   void Grow(size_t cap) {
-    std::vector<Slot> old;
-    old.reserve(cap);
-    if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(old.data(), cap * sizeof(Slot));
-    old.assign(cap, Traits::MakeEmpty());
-    old.swap(slots_);
-    cap_ = cap;
-    for (const Slot& s : old) {
+    std::vector<Slot> fresh;
+    Rehash(slots_, fresh, cap);
+    Adopt(fresh);
+  }
+
+  // Fills `to` with the members of `from` in a table of capacity `cap`.
+  static void Rehash(const std::vector<Slot>& from, std::vector<Slot>& to, size_t cap) {
+    to.reserve(cap);
+    if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(to.data(), cap * sizeof(Slot));
+    to.assign(cap, Traits::MakeEmpty());
+    for (const Slot& s : from) {
       if (Traits::Empty(s)) continue;
-      size_t i = Home(Traits::Hash(s));
-      while (!Traits::Empty(slots_[i])) i = Next(i);
-      slots_[i] = s;
+      size_t i = static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32);
+      while (!Traits::Empty(to[i])) i = i + 1 == cap ? 0 : i + 1;
+      to[i] = s;
     }
   }
 
