@@ -11,6 +11,8 @@
 //                                of 64 instances x 336 chains x 128 blocks: 2,066,432 distinct
 //                                presences (each instance repeats its 32 shared blocks);
 //                                p50_ns / p99_ns counters from per-iteration timings.
+//                                Match/1 (a 1-block query, same fixture) shows the fixed cost of
+//                                a 64-instance query: candidates, scratch and the 64 answers.
 //  BM_PrefixIndex_MatchTokens/2048  the same with 2,048 token ids (hashing included).
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
 //  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with

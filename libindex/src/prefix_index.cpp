@@ -18,11 +18,11 @@
 #include "flat_table.h"
 
 // Layout and concurrency are documented in docs/architecture.md ("Index memory layout", "Index
-// concurrency"). In short: blocks live in fixed-size chunks of 40-byte records (stable indices,
-// no reallocation), found through a FlatTable of (32-bit hash tag, block index) slots; presence is
-// a small array of (holder, tier bitmask) pairs, two inline and the rest on the heap. One writer
-// mutates under the exclusive side of a writer-preferring reader-writer lock; queries hold the
-// shared side for one query.
+// concurrency"). In short: blocks live in fixed-size 2 MiB chunks (huge pages) of 32-byte records
+// (stable indices, no reallocation), found through a FlatTable of (32-bit hash tag, block index)
+// slots; presence is a small array of (holder, tier bitmask) pairs, two inline and the rest on the
+// heap. One writer mutates under the exclusive side of a writer-preferring reader-writer lock
+// (tables are rebuilt outside it when they grow); queries hold the shared side for one query.
 
 namespace kvindex {
 
