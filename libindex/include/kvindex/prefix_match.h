@@ -59,15 +59,15 @@ class DpList {
   }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  const DpTokens* begin() const { return size_ <= kInline ? inline_.items : heap_.data(); }
+  const DpTokens* begin() const { return size_ <= kInline ? inline_.data() : heap_.data(); }
   const DpTokens* end() const { return begin() + size_; }
   const DpTokens& operator[](size_t i) const { return begin()[i]; }
   void reserve(size_t) {}
   void push_back(const DpTokens& d) {
     if (size_ < kInline) {
-      inline_.items[size_] = d;
+      inline_[size_] = d;
     } else {
-      if (size_ == kInline) heap_.assign(inline_.items, inline_.items + kInline);
+      if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
       heap_.push_back(d);
     }
     ++size_;
@@ -78,14 +78,8 @@ class DpList {
 
  private:
   static constexpr size_t kInline = 4;
-  // Left uninitialised (only the first size_ entries are ever read): a query answers every
-  // instance of a scope, and zeroing this storage per answer was a measurable share of a query.
-  union Inline {
-    Inline() {}  // NOLINT(modernize-use-equals-default): deliberately initialises nothing
-    DpTokens items[kInline];
-  };
   size_t size_ = 0;
-  Inline inline_;
+  std::array<DpTokens, kInline> inline_{};
   std::vector<DpTokens> heap_;  // every entry, once there are more than kInline
 };
 
