@@ -11,17 +11,25 @@
 //                                of 64 instances x 336 chains x 128 blocks: 2,066,432 distinct
 //                                presences (each instance repeats its 32 shared blocks);
 //                                p50_ns / p99_ns counters from per-iteration timings.
+//                                Match/1 (a 1-block query, same fixture) shows the fixed cost of
+//                                a 64-instance query: candidates, scratch and the 64 answers.
 //  BM_PrefixIndex_MatchTokens/2048  the same with 2,048 token ids (hashing included).
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
-//  BM_PrefixIndex_Memory         bytes_per_block = heap bytes (mallinfo2 delta) per (block, source)
-//                                presence after storing 1,003,520 presences (64 x 163 chains).
+//  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with
+//                                glibc told to map and unmap every large allocation and trimmed
+//                                before each reading) per (block, source) presence after storing
+//                                1,003,520 presences (64 x 163 chains). RSS, not the allocator's
+//                                count, because the index maps its record chunks itself (huge
+//                                pages); heap_bytes_per_block is the mallinfo2 delta (heap only).
 //  BM_UnorderedMapBaseline_*     the same operations on std::unordered_map<key, std::vector<...>>
 //                                blocks and per-instance std::unordered_map engine maps.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -309,7 +317,7 @@ void BM_PrefixIndex_Match(benchmark::State& state) {
   ReportPercentiles(state, ns);
   state.counters["presences"] = static_cast<double>(f.index->stats().presences);
 }
-BENCHMARK(BM_PrefixIndex_Match)->Arg(128);
+BENCHMARK(BM_PrefixIndex_Match)->Arg(1)->Arg(128);
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();
@@ -412,6 +420,21 @@ constexpr int kMemoryChainsPerInstance = 163;  // 64 x (32 + 163 x 96) = 1,003,5
 
 size_t HeapInUse() { return mallinfo2().uordblks + mallinfo2().hblkhd; }
 
+// Resident bytes after returning free heap pages to the kernel. M_MMAP_THRESHOLD fixed at 128 KiB
+// (glibc's default, which glibc otherwise raises after the first large free) makes every large
+// table a mapping of its own that leaves the RSS when freed, so a table's growth leaves no garbage.
+size_t Resident() {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  malloc_trim(0);
+  long pages = 0;
+  long resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
 void BM_PrefixIndex_Memory(benchmark::State& state) {
   std::mt19937_64 rng(3);
   std::vector<Chain> chains;
@@ -419,20 +442,23 @@ void BM_PrefixIndex_Memory(benchmark::State& state) {
     chains.push_back(MakeChain(rng, c % kSharedPrompts));
   }
   for (auto _ : state) {
-    malloc_trim(0);
-    const size_t before = HeapInUse();
+    const size_t before = Resident();
+    const size_t heap_before = HeapInUse();
     auto index = std::make_unique<PrefixIndex>();
     std::vector<SourceId> ids;
     for (int i = 0; i < kInstances; ++i) ids.push_back(*index->AddSource(Config(i)));
     for (size_t c = 0; c < chains.size(); ++c) {
       (void)index->Apply(ids[c % kInstances], StoredBatch(chains[c]));
     }
-    const size_t after = HeapInUse();
+    const size_t heap_after = HeapInUse();
+    const size_t after = Resident();
     const IndexStats s = index->stats();
     state.counters["presences"] = static_cast<double>(s.presences);
     state.counters["blocks"] = static_cast<double>(s.blocks);
     state.counters["bytes_per_block"] =
         static_cast<double>(after - before) / static_cast<double>(s.presences);
+    state.counters["heap_bytes_per_block"] =
+        static_cast<double>(heap_after - heap_before) / static_cast<double>(s.presences);
     state.counters["stats_bytes_per_block"] =
         static_cast<double>(s.bytes) / static_cast<double>(s.presences);
   }
@@ -446,14 +472,13 @@ void BM_UnorderedMapBaseline_Memory(benchmark::State& state) {
     chains.push_back(MakeChain(rng, c % kSharedPrompts));
   }
   for (auto _ : state) {
-    malloc_trim(0);
-    const size_t before = HeapInUse();
+    const size_t before = Resident();
     auto baseline = std::make_unique<Baseline>();
     for (size_t c = 0; c < chains.size(); ++c) {
       const EventBatch b = StoredBatch(chains[c]);
       baseline->Apply(static_cast<int>(c % kInstances), std::get<BlockStored>(b.events[0]));
     }
-    const size_t after = HeapInUse();
+    const size_t after = Resident();
     state.counters["bytes_per_block"] =
         static_cast<double>(after - before) /
         (static_cast<double>(kInstances) * (kSharedBlocks + kMemoryChainsPerInstance *

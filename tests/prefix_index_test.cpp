@@ -549,6 +549,32 @@ TEST_SUITE("prefix_index") {
     CHECK(index.MatchEngineHashes(Query(), first_missing)->Find("A")->longest_matched == 0);
   }
 
+  TEST_CASE("A record freed while another engine hash still maps to it is not reused early") {
+    // Engine hashes 100 and 200 both name the block of tokens {1, 2} (same prefix hash). Removing
+    // 100 frees the block while 200 still points at its record: that record must not hold the
+    // next new block, or a query by 200 would answer with it.
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    Apply(index, a, Batch({Stored({100}, std::nullopt, {1, 2})}));
+    CHECK(Apply(index, a, Batch({Stored({200}, std::nullopt, {1, 2})})).duplicates == 1);
+    CHECK(Apply(index, a, Batch({Removed({100})})).removed == 1);
+    CHECK(index.stats().blocks == 0);
+    Apply(index, a, Batch({Stored({300}, std::nullopt, {3, 4})}));
+    const std::vector<EngineHash> by200 = {EngineHash{200}};
+    CHECK(index.MatchEngineHashes(Query(), by200)->Find("A")->longest_matched == 0);
+    const std::vector<EngineHash> by300 = {EngineHash{300}};
+    CHECK(index.MatchEngineHashes(Query(), by300)->Find("A")->longest_matched == 2);
+    // A remove by 200 finds nothing resident, and leaves block {3, 4} alone.
+    CHECK(Apply(index, a, Batch({Removed({200})})).unmapped == 1);
+    CHECK(MatchOne(index, Query(), {3, 4}, "A").longest_matched == 2);
+    // The ordinary case: the only entry goes with the block, and the record is reused at once.
+    CHECK(Apply(index, a, Batch({Removed({300})})).removed == 1);
+    Apply(index, a, Batch({Stored({400}, std::nullopt, {5, 6})}));
+    CHECK(MatchOne(index, Query(), {5, 6}, "A").longest_matched == 2);
+    CHECK(index.MatchEngineHashes(Query(), by300)->Find("A")->longest_matched == 0);
+    CHECK(index.stats().engine_hashes <= 2);
+  }
+
   TEST_CASE("Queries by prefix hashes and by engine hashes walk like token queries") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));

@@ -12,6 +12,8 @@
 #ifndef KVINDEX_SRC_FLAT_TABLE_H_
 #define KVINDEX_SRC_FLAT_TABLE_H_
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -27,6 +29,17 @@ inline uint64_t Mix64(uint64_t x) {
   x *= 0xc4ceb9fe1a85ec53ULL;
   x ^= x >> 33;
   return x;
+}
+
+// Asks the kernel to back the 2 MiB-aligned interior of [p, p + bytes) with transparent huge
+// pages (where THP is in "madvise" mode). A lookup in a table of tens of MiB otherwise costs a TLB
+// miss besides the cache miss (docs/architecture.md "Index memory layout"). Advice only: errors
+// are ignored.
+inline void AdviseHugePages(void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 template <typename Slot, typename Traits>
@@ -54,8 +67,33 @@ class FlatTable {
     }
   }
 
+  // One probe for "find, else insert": makes room for one more slot first (so the position stays
+  // valid for InsertAt), then returns {position of the match, true} or {the empty slot ending the
+  // probe run, false}.
+  template <typename Match>
+  std::pair<size_t, bool> FindOrSlot(uint64_t h, Match&& match) {
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
+    for (size_t i = Home(h);; i = Next(i)) {
+      const Slot& s = slots_[i];
+      if (Traits::Empty(s)) return {i, false};
+      if (match(s)) return {i, true};
+    }
+  }
+  // Fills the empty position FindOrSlot() returned (no other insert or erase in between).
+  void InsertAt(size_t pos, const Slot& slot) {
+    slots_[pos] = slot;
+    ++size_;
+  }
+
   void Prefetch(uint64_t h) const {
     if (cap_ != 0) __builtin_prefetch(&slots_[Home(h)]);
+  }
+  // The home slot and the next cache line: a probe run at load 0.8 often spans two lines.
+  void Prefetch2(uint64_t h) const {
+    if (cap_ == 0) return;
+    const char* p = reinterpret_cast<const char*>(&slots_[Home(h)]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
   }
 
   Slot& at(size_t pos) { return slots_[pos]; }
@@ -86,6 +124,23 @@ class FlatTable {
     --size_;
   }
 
+  // Growth in two steps, so that the caller can build the bigger table without holding its
+  // exclusive lock: NeedsGrow() says the next insert would grow; BuildGrown() is const (it only
+  // reads this table, like concurrent readers do) and returns the rehashed slots; Adopt() swaps
+  // them in (O(1)) and hands back the old slots for the caller to free later. Valid as long as the
+  // table does not change between BuildGrown() and Adopt().
+  bool NeedsGrow() const { return (size_ + 1) * 5 > cap_ * 4; }
+  std::vector<Slot> BuildGrown() const {
+    const size_t cap = cap_ < 16 ? 16 : cap_ + cap_ / 2;
+    std::vector<Slot> fresh;
+    Rehash(slots_, fresh, cap);
+    return fresh;
+  }
+  void Adopt(std::vector<Slot>& fresh) {
+    fresh.swap(slots_);
+    cap_ = slots_.size();
+  }
+
   void Reserve(size_t n) {
     const size_t cap = n + n / 4 + 16;
     if (cap > cap_) Grow(cap);
@@ -105,14 +160,21 @@ class FlatTable {
   size_t Distance(size_t a, size_t b) const { return b >= a ? b - a : b + cap_ - a; }
 
   void Grow(size_t cap) {
-    std::vector<Slot> old(cap, Traits::MakeEmpty());
-    old.swap(slots_);
-    cap_ = cap;
-    for (const Slot& s : old) {
+    std::vector<Slot> fresh;
+    Rehash(slots_, fresh, cap);
+    Adopt(fresh);
+  }
+
+  // Fills `to` with the members of `from` in a table of capacity `cap`.
+  static void Rehash(const std::vector<Slot>& from, std::vector<Slot>& to, size_t cap) {
+    to.reserve(cap);
+    if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(to.data(), cap * sizeof(Slot));
+    to.assign(cap, Traits::MakeEmpty());
+    for (const Slot& s : from) {
       if (Traits::Empty(s)) continue;
-      size_t i = Home(Traits::Hash(s));
-      while (!Traits::Empty(slots_[i])) i = Next(i);
-      slots_[i] = s;
+      size_t i = static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32);
+      while (!Traits::Empty(to[i])) i = i + 1 == cap ? 0 : i + 1;
+      to[i] = s;
     }
   }
 
