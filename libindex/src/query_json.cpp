@@ -1,7 +1,9 @@
 #include "kvindex/query_json.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -316,28 +318,79 @@ class Scanner {
     if (negative && magnitude > (uint64_t{1} << 63)) return false;  // nlohmann: a float
     return true;
   }
-  // A non-negative integer up to u32 (a token id), the hot loop.
-  bool TokenId(uint32_t& out) {
-    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
-    uint64_t v = static_cast<uint64_t>(*p_ - '0');
-    ++p_;
-    if (v == 0) {
-      if (p_ != end_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E')) {
-        return false;
-      }
-      out = 0;
+  // `[ id (, id)* ]` or `[]` of token ids (non-negative integers up to u32), appended to `out`:
+  // the hot loop of a /query body, kept on local pointers.
+  bool TokenIds(std::vector<TokenId>& out) {
+    const char* p = p_;
+    const char* const end = end_;
+    const auto ws = [&] {
+      while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    };
+    if (p == end || *p != '[') return false;
+    ++p;
+    ws();
+    if (p != end && *p == ']') {
+      p_ = p + 1;
       return true;
     }
-    int digits = 1;
-    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-      if (++digits > 10) return false;
-      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
-      ++p_;
+    for (;;) {
+      ws();
+      if (p == end) return false;
+      if (end - p >= 8) {
+        // Eight bytes at once (SWAR): the run of leading digits and its value, when it has 1..7
+        // digits and no leading zero; else the byte loop below decides.
+        uint64_t w = 0;
+        std::memcpy(&w, p, 8);
+        const uint64_t x = w - 0x3030303030303030ULL;
+        const uint64_t non_digit = (x | (x + 0x7676767676767676ULL)) & 0x8080808080808080ULL;
+        const int n = non_digit == 0 ? 8 : std::countr_zero(non_digit) / 8;
+        if (n >= 1 && n <= 7 && (n == 1 || (x & 0xff) != 0)) {
+          uint64_t v = (x << (8 * (8 - n))) & 0x0F0F0F0F0F0F0F0FULL;
+          v = (v * 2561) >> 8;
+          v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+          v = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+          p += n;
+          if (*p == '.' || *p == 'e' || *p == 'E') return false;
+          out.push_back(static_cast<TokenId>(v));
+          ws();
+          if (p == end) return false;
+          if (*p == ',') {
+            ++p;
+            continue;
+          }
+          if (*p != ']') return false;
+          p_ = p + 1;
+          return true;
+        }
+      }
+      auto d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0';
+      if (d > 9) return false;
+      const char* const first = p++;
+      uint64_t v = d;
+      if (d == 0) {
+        if (p != end && static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0' <= 9) {
+          return false;
+        }
+      } else {
+        while (p != end && (d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0') <= 9) {
+          if (p - first >= 10) return false;  // > 10 digits: above u32
+          v = v * 10 + d;
+          ++p;
+        }
+        if (v > std::numeric_limits<uint32_t>::max()) return false;
+      }
+      if (p != end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+      out.push_back(static_cast<TokenId>(v));
+      ws();
+      if (p == end) return false;
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      if (*p != ']') return false;
+      p_ = p + 1;
+      return true;
     }
-    if (v > std::numeric_limits<uint32_t>::max()) return false;
-    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    out = static_cast<uint32_t>(v);
-    return true;
   }
   bool Null() { return EatWord("null"); }
   // Any value of the subset (an unknown key's), nested up to 64 deep.
@@ -529,14 +582,7 @@ std::optional<QueryRequest> ScanQueryRequest(std::string_view body) {
             break;
           case kTokenIds:
             request.tokens.reserve(body.size() / 4);
-            if (!s.Array([&] {
-                  uint32_t t = 0;
-                  if (!s.TokenId(t)) return false;
-                  request.tokens.push_back(t);
-                  return true;
-                })) {
-              return std::nullopt;
-            }
+            if (!s.TokenIds(request.tokens)) return std::nullopt;
             if (request.tokens.size() > kMaxQueryTokens) return std::nullopt;
             break;
           case kBlockHash:
