@@ -162,7 +162,7 @@ TEST_CASE("Edge cases: the scanner and the DOM parser agree") {
       R"({"model":"m","token_ids":[,1]})",
       R"({"model":"m","token_ids":["1"]})",
       R"({"model":"m","token_ids":[1]} x)",
-      std::string("{\"model\":\"m\",\"token_ids\":[1]}\0x", 33),
+      std::string("{\"model\":\"m\",\"token_ids\":[1]}\0x", 31),  // a NUL, then garbage
       "\xEF\xBB\xBF{\"model\":\"m\",\"token_ids\":[1]}",
       R"({"model":"m","token_ids":[1],"model":"n"})",
       R"({"model":"m","token_ids":[1],"token_ids":[2]})",

@@ -1,9 +1,7 @@
 #include "kvindex/query_json.h"
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
-#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -336,33 +334,6 @@ class Scanner {
     for (;;) {
       ws();
       if (p == end) return false;
-      if (end - p >= 8) {
-        // Eight bytes at once (SWAR): the run of leading digits and its value, when it has 1..7
-        // digits and no leading zero; else the byte loop below decides.
-        uint64_t w = 0;
-        std::memcpy(&w, p, 8);
-        const uint64_t x = w - 0x3030303030303030ULL;
-        const uint64_t non_digit = (x | (x + 0x7676767676767676ULL)) & 0x8080808080808080ULL;
-        const int n = non_digit == 0 ? 8 : std::countr_zero(non_digit) / 8;
-        if (n >= 1 && n <= 7 && (n == 1 || (x & 0xff) != 0)) {
-          uint64_t v = (x << (8 * (8 - n))) & 0x0F0F0F0F0F0F0F0FULL;
-          v = (v * 2561) >> 8;
-          v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
-          v = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
-          p += n;
-          if (*p == '.' || *p == 'e' || *p == 'E') return false;
-          out.push_back(static_cast<TokenId>(v));
-          ws();
-          if (p == end) return false;
-          if (*p == ',') {
-            ++p;
-            continue;
-          }
-          if (*p != ']') return false;
-          p_ = p + 1;
-          return true;
-        }
-      }
       auto d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0';
       if (d > 9) return false;
       const char* const first = p++;
