@@ -2,7 +2,8 @@
 // baseline it should approach, in the same binary:
 //
 //  BM_NlohmannParse/2048         baseline: nlohmann::json::parse of a /query body with 2,048 token
-//                                ids ({"model":"m","token_ids":[...]}, 13,6xx bytes; ids < 151,936).
+//                                ids ({"model":"m","token_ids":[...]}, 11,596 bytes; ids <
+//                                151,936).
 //  BM_ParseQueryRequest/2048     kvindex::ParseQueryRequest of the same body.
 //  BM_PrefixIndex_MatchTokens/2048  baseline: PrefixIndex::MatchTokens alone on the same tokens
 //                                (prefix hashing included) against the index below.
@@ -88,9 +89,11 @@ const Fixture& GetFixture() {
       BlockStored e;
       e.token_ids = MakeChain(rng, c % kSharedPrompts);
       uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(c);
-      for (int b = 0; b < kChainBlocks; ++b) e.block_hashes.push_back(EngineHash{h += 0x9e3779b97f4a7c15ULL});
+      for (int b = 0; b < kChainBlocks; ++b)
+        e.block_hashes.push_back(EngineHash{h += 0x9e3779b97f4a7c15ULL});
       e.tier = Tier::Gpu();
-      if (static_cast<size_t>(c) % 40 == 0 && x->queries.size() < kQueries) x->queries.push_back(e.token_ids);
+      if (static_cast<size_t>(c) % 40 == 0 && x->queries.size() < kQueries)
+        x->queries.push_back(e.token_ids);
       EventBatch batch;
       batch.dp_rank = 0;
       batch.events.push_back(std::move(e));
@@ -166,7 +169,8 @@ void BM_RenderQueryAnswer(benchmark::State& state) {
   mq.model = "m";
   std::vector<PrefixMatch> matches;
   for (const auto& q : f.queries) matches.push_back(*f.index.MatchTokens(mq, q));
-  state.counters["answer_bytes"] = static_cast<double>(RenderQueryAnswer(matches[0], "default").size());
+  state.counters["answer_bytes"] =
+      static_cast<double>(RenderQueryAnswer(matches[0], "default").size());
   Timed(state, [&](size_t q) {
     auto s = RenderQueryAnswer(matches[q], mq.tenant);
     benchmark::DoNotOptimize(s);

@@ -101,10 +101,14 @@ class BodyGen {
     std::vector<std::string> keys;
     if (request) {
       keys.push_back("\"model\"");
-      keys.push_back(Chance(70) ? "\"token_ids\"" : Chance(50) ? "\"block_hash\"" : "\"seq_hashes\"");
+      keys.push_back(Chance(70)   ? "\"token_ids\""
+                     : Chance(50) ? "\"block_hash\""
+                                  : "\"seq_hashes\"");
     }
     const size_t extra = Pick(request ? 5 : 3);
-    for (size_t i = 0; i < extra; ++i) keys.push_back(kKeys[Pick(sizeof(kKeys) / sizeof(kKeys[0]))]);
+    for (size_t i = 0; i < extra; ++i) {
+      keys.push_back(kKeys[Pick(sizeof(kKeys) / sizeof(kKeys[0]))]);
+    }
     std::shuffle(keys.begin(), keys.end(), rng_);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (i > 0) s += Ws() + "," + Ws();
@@ -286,7 +290,8 @@ TEST_CASE("Rendering: the direct writer and the DOM writer give the same bytes")
     }
     const std::string& tenant = tenants[rng() % tenants.size()];
     for (bool compat : {false, true}) {
-      CHECK(RenderQueryAnswer(match, tenant, compat) == RenderQueryAnswerWithDom(match, tenant, compat));
+      CHECK(RenderQueryAnswer(match, tenant, compat) ==
+            RenderQueryAnswerWithDom(match, tenant, compat));
     }
   }
   // The common case is written directly, byte for byte as the upstream conductor shape.

@@ -244,7 +244,6 @@ std::string RenderCacheAnswer(const PrefixMatch& match) {
   return json{{"HitStatus", std::move(hits)}}.dump();
 }
 
-
 // ------------------------------------------------------------------ the direct scanner
 // ParseQueryRequest scans the common shape of a /query or /query_by_hash body in one pass without
 // building a DOM: an object whose keys and string values are plain printable ASCII (no escapes),
@@ -371,10 +370,14 @@ class Scanner {
     uint64_t m = 0;
     bool neg = false;
     switch (*p_) {
-      case '"': return String(s);
-      case 't': return EatWord("true");
-      case 'f': return EatWord("false");
-      case 'n': return Null();
+      case '"':
+        return String(s);
+      case 't':
+        return EatWord("true");
+      case 'f':
+        return EatWord("false");
+      case 'n':
+        return Null();
       case '[': {
         ++p_;
         Ws();
@@ -401,7 +404,8 @@ class Scanner {
         } while (Eat(','));
         return Eat('}');
       }
-      default: return Integer(m, neg);
+      default:
+        return Integer(m, neg);
     }
   }
   // `[ item (, item)* ]` or `[]`, calling `item()` at each element (whitespace skipped around).
@@ -473,10 +477,12 @@ enum Key : uint32_t {
 
 uint32_t KeyOf(std::string_view k) {
   static constexpr std::pair<std::string_view, Key> kKeys[] = {
-      {"model", kModel},           {"token_ids", kTokenIds},   {"lora_name", kLoraName},
-      {"lora_id", kLoraId},        {"tenant_id", kTenant},     {"cache_salt", kSalt},
-      {"block_size", kBlockSize},  {"block_hash", kBlockHash}, {"seq_hashes", kSeqHashes},
-      {"instance_id", kInstanceId}, {"instances", kInstances}, {"explain", kExplain},
+      {"model", kModel},          {"token_ids", kTokenIds},
+      {"lora_name", kLoraName},   {"lora_id", kLoraId},
+      {"tenant_id", kTenant},     {"cache_salt", kSalt},
+      {"block_size", kBlockSize}, {"block_hash", kBlockHash},
+      {"seq_hashes", kSeqHashes}, {"instance_id", kInstanceId},
+      {"instances", kInstances},  {"explain", kExplain},
   };
   for (const auto& [name, key] : kKeys) {
     if (k == name) return key;
@@ -588,7 +594,8 @@ std::optional<QueryRequest> ScanQueryRequest(std::string_view body) {
               return std::nullopt;
             }
             break;
-          default: return std::nullopt;
+          default:
+            return std::nullopt;
         }
       }
       s.Ws();
@@ -613,7 +620,9 @@ std::optional<QueryRequest> ScanQueryRequest(std::string_view body) {
     request.prefix_hashes.reserve(hashes.size());
     for (uint64_t h : hashes) request.prefix_hashes.push_back(PrefixHash{h});
   }
-  if (!instance_id.empty()) request.match.instances.insert(request.match.instances.begin(), instance_id);
+  if (!instance_id.empty()) {
+    request.match.instances.insert(request.match.instances.begin(), instance_id);
+  }
   return request;
 }
 
