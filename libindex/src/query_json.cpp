@@ -1,7 +1,10 @@
 #include "kvindex/query_json.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -173,7 +176,7 @@ json AnswerFor(const InstanceMatch& m) {
 
 }  // namespace
 
-Result<QueryRequest> ParseQueryRequest(std::string_view body) {
+Result<QueryRequest> ParseQueryRequestWithDom(std::string_view body) {
   KVINDEX_ASSIGN_OR_RETURN(const json j, ParseBody(body));
   QueryRequest request;
   KVINDEX_RETURN_IF_ERROR(ParseScope(j, "model", request));
@@ -225,8 +228,8 @@ Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& r
   return Status::Internal("unknown query kind");
 }
 
-std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
-                              bool conductor_compat) {
+std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
+                                     bool conductor_compat) {
   json instances = json::object();
   for (const InstanceMatch& m : match.instances) instances[std::string(m.instance)] = AnswerFor(m);
   json by_tenant = json::object();
@@ -239,6 +242,483 @@ std::string RenderCacheAnswer(const PrefixMatch& match) {
   json hits = json::object();
   for (const InstanceMatch& m : match.instances) hits[std::string(m.instance)] = m.longest_matched;
   return json{{"HitStatus", std::move(hits)}}.dump();
+}
+
+// ------------------------------------------------------------------ the direct scanner
+// ParseQueryRequest scans the common shape of a /query or /query_by_hash body in one pass without
+// building a DOM: an object whose keys and string values are plain printable ASCII (no escapes),
+// whose numbers are integers, and whose known keys each appear once with a valid value. It
+// answers only when the whole body is such a valid request; anything else (bad JSON, escapes,
+// non-ASCII, floats, duplicate keys, a mistyped or out-of-range field, a BOM, ...) goes to
+// ParseQueryRequestWithDom, which then gives the answer or the exact error. So both accept the
+// same language with the same requests and messages (tests/query_json_diff_test.cpp, the
+// query_json fuzz target).
+namespace {
+
+class Scanner {
+ public:
+  explicit Scanner(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  void Ws() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool AtEnd() const { return p_ == end_; }
+  bool Peek(char c) const { return p_ != end_ && *p_ == c; }
+  bool Eat(char c) {
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+  bool EatWord(std::string_view w) {
+    if (static_cast<size_t>(end_ - p_) < w.size() || std::string_view(p_, w.size()) != w) {
+      return false;
+    }
+    p_ += w.size();
+    return true;
+  }
+  // A string of printable ASCII without escapes.
+  bool String(std::string_view& out) {
+    if (!Eat('"')) return false;
+    const char* begin = p_;
+    while (p_ != end_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        out = std::string_view(begin, static_cast<size_t>(p_ - begin));
+        ++p_;
+        return true;
+      }
+      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+      ++p_;
+    }
+    return false;
+  }
+  // A JSON integer (no fraction or exponent) that fits u64 (magnitude; `negative` for '-').
+  bool Integer(uint64_t& magnitude, bool& negative) {
+    negative = Eat('-');
+    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+    if (*p_ == '0') {
+      ++p_;
+      magnitude = 0;
+    } else {
+      uint64_t v = 0;
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+        const auto d = static_cast<uint64_t>(*p_ - '0');
+        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
+        v = v * 10 + d;
+        ++p_;
+      }
+      magnitude = v;
+    }
+    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E' || (*p_ >= '0' && *p_ <= '9'))) {
+      return false;
+    }
+    if (negative && magnitude > (uint64_t{1} << 63)) return false;  // nlohmann: a float
+    return true;
+  }
+  // `[ id (, id)* ]` or `[]` of token ids (non-negative integers up to u32), appended to `out`:
+  // the hot loop of a /query body, kept on local pointers.
+  bool TokenIds(std::vector<TokenId>& out) {
+    const char* p = p_;
+    const char* const end = end_;
+    const auto ws = [&] {
+      while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    };
+    if (p == end || *p != '[') return false;
+    ++p;
+    ws();
+    if (p != end && *p == ']') {
+      p_ = p + 1;
+      return true;
+    }
+    for (;;) {
+      ws();
+      if (p == end) return false;
+      auto d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0';
+      if (d > 9) return false;
+      const char* const first = p++;
+      uint64_t v = d;
+      if (d == 0) {
+        if (p != end && static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0' <= 9) {
+          return false;
+        }
+      } else {
+        while (p != end && (d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0') <= 9) {
+          if (p - first >= 10) return false;  // > 10 digits: above u32
+          v = v * 10 + d;
+          ++p;
+        }
+        if (v > std::numeric_limits<uint32_t>::max()) return false;
+      }
+      if (p != end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+      out.push_back(static_cast<TokenId>(v));
+      ws();
+      if (p == end) return false;
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      if (*p != ']') return false;
+      p_ = p + 1;
+      return true;
+    }
+  }
+  bool Null() { return EatWord("null"); }
+  // Any value of the subset (an unknown key's), nested up to 64 deep.
+  bool Skip(int depth = 0) {
+    if (depth > 64 || p_ == end_) return false;
+    std::string_view s;
+    uint64_t m = 0;
+    bool neg = false;
+    switch (*p_) {
+      case '"':
+        return String(s);
+      case 't':
+        return EatWord("true");
+      case 'f':
+        return EatWord("false");
+      case 'n':
+        return Null();
+      case '[': {
+        ++p_;
+        Ws();
+        if (Eat(']')) return true;
+        do {
+          Ws();
+          if (!Skip(depth + 1)) return false;
+          Ws();
+        } while (Eat(','));
+        return Eat(']');
+      }
+      case '{': {
+        ++p_;
+        Ws();
+        if (Eat('}')) return true;
+        do {
+          Ws();
+          if (!String(s)) return false;
+          Ws();
+          if (!Eat(':')) return false;
+          Ws();
+          if (!Skip(depth + 1)) return false;
+          Ws();
+        } while (Eat(','));
+        return Eat('}');
+      }
+      default:
+        return Integer(m, neg);
+    }
+  }
+  // `[ item (, item)* ]` or `[]`, calling `item()` at each element (whitespace skipped around).
+  template <typename F>
+  bool Array(F&& item) {
+    if (!Eat('[')) return false;
+    Ws();
+    if (Eat(']')) return true;
+    do {
+      Ws();
+      if (!item()) return false;
+      Ws();
+    } while (Eat(','));
+    return Eat(']');
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// A string, or an integer rendered in decimal as nlohmann's path does (tenant_id, cache_salt).
+bool ScanStringOrInt(Scanner& s, std::string& out) {
+  std::string_view v;
+  if (s.Peek('"')) {
+    if (!s.String(v)) return false;
+    out.assign(v);
+    return true;
+  }
+  uint64_t m = 0;
+  bool neg = false;
+  if (!s.Integer(m, neg)) return false;
+  out = neg ? std::to_string(static_cast<int64_t>(0 - m)) : std::to_string(m);
+  return true;
+}
+
+bool ScanHash(Scanner& s, uint64_t& out) {
+  if (s.Peek('"')) {
+    std::string_view v;
+    if (!s.String(v)) return false;
+    const bool hex = v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+    const char* begin = v.data() + (hex ? 2 : 0);
+    const char* end = v.data() + v.size();
+    if (begin == end) return false;
+    const auto [ptr, ec] = std::from_chars(begin, end, out, hex ? 16 : 10);
+    return ec == std::errc() && ptr == end;
+  }
+  uint64_t m = 0;
+  bool neg = false;
+  if (!s.Integer(m, neg)) return false;
+  out = neg ? 0 - m : m;
+  return true;
+}
+
+enum Key : uint32_t {
+  kModel = 1u << 0,
+  kLoraName = 1u << 1,
+  kLoraId = 1u << 2,
+  kTenant = 1u << 3,
+  kSalt = 1u << 4,
+  kBlockSize = 1u << 5,
+  kTokenIds = 1u << 6,
+  kBlockHash = 1u << 7,
+  kSeqHashes = 1u << 8,
+  kInstanceId = 1u << 9,
+  kInstances = 1u << 10,
+  kExplain = 1u << 11,
+};
+
+uint32_t KeyOf(std::string_view k) {
+  static constexpr std::pair<std::string_view, Key> kKeys[] = {
+      {"model", kModel},          {"token_ids", kTokenIds},
+      {"lora_name", kLoraName},   {"lora_id", kLoraId},
+      {"tenant_id", kTenant},     {"cache_salt", kSalt},
+      {"block_size", kBlockSize}, {"block_hash", kBlockHash},
+      {"seq_hashes", kSeqHashes}, {"instance_id", kInstanceId},
+      {"instances", kInstances},  {"explain", kExplain},
+  };
+  for (const auto& [name, key] : kKeys) {
+    if (k == name) return key;
+  }
+  return 0;
+}
+
+// The whole body as a valid request, or nullopt (then the DOM path decides).
+std::optional<QueryRequest> ScanQueryRequest(std::string_view body) {
+  Scanner s(body);
+  QueryRequest request;
+  uint32_t seen = 0;     // keys met (null included): a duplicate falls back
+  uint32_t present = 0;  // keys with a non-null value
+  std::string lora_name;
+  std::optional<int64_t> lora_id;
+  std::string tenant;
+  std::string instance_id;
+  std::vector<uint64_t> hashes;
+  s.Ws();
+  if (!s.Eat('{')) return std::nullopt;
+  s.Ws();
+  if (!s.Eat('}')) {
+    do {
+      s.Ws();
+      std::string_view name;
+      if (!s.String(name)) return std::nullopt;
+      s.Ws();
+      if (!s.Eat(':')) return std::nullopt;
+      s.Ws();
+      const uint32_t key = KeyOf(name);
+      if (key == 0) {
+        if (!s.Skip()) return std::nullopt;
+      } else {
+        if ((seen & key) != 0) return std::nullopt;
+        seen |= key;
+        if (s.Null()) {
+          s.Ws();
+          continue;
+        }
+        present |= key;
+        std::string_view v;
+        uint64_t m = 0;
+        bool neg = false;
+        switch (key) {
+          case kModel:
+            if (!s.String(v)) return std::nullopt;
+            request.match.model.assign(v);
+            break;
+          case kLoraName:
+            if (!s.String(v)) return std::nullopt;
+            lora_name.assign(v);
+            break;
+          case kInstanceId:
+            if (!s.String(v)) return std::nullopt;
+            instance_id.assign(v);
+            break;
+          case kLoraId:
+            if (!s.Integer(m, neg) || (!neg && m > uint64_t{std::numeric_limits<int64_t>::max()})) {
+              return std::nullopt;
+            }
+            lora_id = static_cast<int64_t>(neg ? 0 - m : m);
+            break;
+          case kTenant:
+            if (!ScanStringOrInt(s, tenant)) return std::nullopt;
+            break;
+          case kSalt:
+            if (!ScanStringOrInt(s, request.match.salt)) return std::nullopt;
+            break;
+          case kBlockSize:
+            if (!s.Integer(m, neg) || neg || m == 0 || m > std::numeric_limits<uint32_t>::max()) {
+              return std::nullopt;
+            }
+            request.match.block_size = static_cast<uint32_t>(m);
+            break;
+          case kTokenIds:
+            request.tokens.reserve(body.size() / 4);
+            if (!s.TokenIds(request.tokens)) return std::nullopt;
+            if (request.tokens.size() > kMaxQueryTokens) return std::nullopt;
+            break;
+          case kBlockHash:
+          case kSeqHashes:
+            if (!s.Array([&] {
+                  uint64_t h = 0;
+                  if (!ScanHash(s, h)) return false;
+                  hashes.push_back(h);
+                  return true;
+                })) {
+              return std::nullopt;
+            }
+            if (hashes.size() > kMaxQueryTokens) return std::nullopt;
+            break;
+          case kInstances:
+            if (s.Peek('"')) {
+              if (!s.String(v)) return std::nullopt;
+              request.match.instances.emplace_back(v);
+            } else if (!s.Array([&] {
+                         std::string_view n;
+                         if (!s.String(n)) return false;
+                         request.match.instances.emplace_back(n);
+                         return true;
+                       })) {
+              return std::nullopt;
+            }
+            break;
+          case kExplain:
+            if (s.EatWord("true")) {
+              request.explain = true;
+            } else if (!s.EatWord("false")) {
+              return std::nullopt;
+            }
+            break;
+          default:
+            return std::nullopt;
+        }
+      }
+      s.Ws();
+    } while (s.Eat(','));
+    if (!s.Eat('}')) return std::nullopt;
+  }
+  s.Ws();
+  if (!s.AtEnd()) return std::nullopt;
+
+  if ((present & kModel) == 0) return std::nullopt;
+  if (!lora_name.empty() && lora_id && *lora_id >= 0) return std::nullopt;
+  const uint32_t kinds = present & (kTokenIds | kBlockHash | kSeqHashes);
+  if (kinds != kTokenIds && kinds != kBlockHash && kinds != kSeqHashes) return std::nullopt;
+  request.match.lora = LoraNameFrom(lora_name, lora_id);
+  request.match.tenant = std::string(TenantOrDefault(tenant));
+  if (kinds == kBlockHash) {
+    request.kind = QueryKind::kEngineHashes;
+    request.engine_hashes.reserve(hashes.size());
+    for (uint64_t h : hashes) request.engine_hashes.push_back(EngineHash{h});
+  } else if (kinds == kSeqHashes) {
+    request.kind = QueryKind::kPrefixHashes;
+    request.prefix_hashes.reserve(hashes.size());
+    for (uint64_t h : hashes) request.prefix_hashes.push_back(PrefixHash{h});
+  }
+  if (!instance_id.empty()) {
+    request.match.instances.insert(request.match.instances.begin(), instance_id);
+  }
+  return request;
+}
+
+// ------------------------------------------------------------------ the direct renderer
+// Writes the answer nlohmann's dump() would (keys in byte order, no spaces) for the common case:
+// names of printable ASCII without '"' or '\\', distinct instance names and DP ranks, no tier
+// beyond GPU/CPU/DISK. Anything else returns false (RenderQueryAnswerWithDom answers).
+bool PlainName(std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+void AppendNumber(std::string& out, uint64_t v) {
+  char buf[24];
+  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, static_cast<size_t>(ptr - buf));
+}
+
+bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
+                  std::string& out) {
+  if (!PlainName(tenant)) return false;
+  std::vector<const InstanceMatch*> sorted;
+  sorted.reserve(match.instances.size());
+  for (const InstanceMatch& m : match.instances) {
+    if (!m.other_tiers.empty() || !PlainName(m.instance)) return false;
+    sorted.push_back(&m);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const InstanceMatch* a, const InstanceMatch* b) {
+    return a->instance < b->instance;
+  });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i - 1]->instance == sorted[i]->instance) return false;
+  }
+  out.clear();
+  out.reserve(32 + sorted.size() * 96);
+  if (!conductor_compat) out += "{\"data\":";
+  out += '{';
+  if (!sorted.empty()) {
+    out += '"';
+    out += tenant;
+    out += "\":{";
+    std::vector<std::pair<std::string, uint64_t>> dp;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const InstanceMatch& m = *sorted[i];
+      if (i > 0) out += ',';
+      out += '"';
+      out += m.instance;
+      out += "\":{\"CPU\":";
+      AppendNumber(out, m.cpu);
+      out += ",\"DISK\":";
+      AppendNumber(out, m.disk);
+      out += ",\"DP\":{";
+      dp.clear();
+      for (const DpTokens& d : m.dp) dp.emplace_back(std::to_string(d.rank), d.tokens);
+      std::sort(dp.begin(), dp.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t r = 0; r < dp.size(); ++r) {
+        if (r > 0) {
+          if (dp[r - 1].first == dp[r].first) return false;
+          out += ',';
+        }
+        out += '"';
+        out += dp[r].first;
+        out += "\":";
+        AppendNumber(out, dp[r].second);
+      }
+      out += "},\"GPU\":";
+      AppendNumber(out, m.gpu);
+      out += ",\"longest_matched\":";
+      AppendNumber(out, m.longest_matched);
+      out += '}';
+    }
+    out += '}';
+  }
+  out += '}';
+  if (!conductor_compat) out += '}';
+  return true;
+}
+
+}  // namespace
+
+Result<QueryRequest> ParseQueryRequest(std::string_view body) {
+  if (body.size() <= kMaxQueryBodyBytes) {
+    if (std::optional<QueryRequest> fast = ScanQueryRequest(body)) return std::move(*fast);
+  }
+  return ParseQueryRequestWithDom(body);
+}
+
+std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
+                              bool conductor_compat) {
+  std::string out;
+  if (RenderDirect(match, tenant, conductor_compat, out)) return out;
+  return RenderQueryAnswerWithDom(match, tenant, conductor_compat);
 }
 
 }  // namespace kvindex

@@ -1,9 +1,12 @@
 // Fuzz target for the HTTP/query body parsers: any bytes give a request or a one-line error,
-// never a crash or an exception; a parsed request respects the limits.
+// never a crash or an exception; a parsed request respects the limits; and ParseQueryRequest's
+// direct scanner agrees with the nlohmann DOM parser (ParseQueryRequestWithDom): both accept with
+// equal requests or both reject with the same message (tests/query_json_diff.h).
 #include <cstdlib>
 #include <string_view>
 
 #include "kvindex/query_json.h"
+#include "query_json_diff.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
@@ -18,5 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
   }
+  if (!kvindex::test::ParseDifference(body).empty()) std::abort();
   return 0;
 }

@@ -51,6 +51,16 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body);
 // "model_name": ..., "lora_id": ...}. Same errors.
 Result<QueryRequest> ParseCacheRequest(std::string_view body);
 
+// The reference implementations behind ParseQueryRequest and RenderQueryAnswer, over a full
+// nlohmann::json DOM. ParseQueryRequest scans the common body shape directly (one pass, no DOM)
+// and hands every other body, each error included, to ParseQueryRequestWithDom; RenderQueryAnswer
+// writes the common answer directly and hands the rest to RenderQueryAnswerWithDom. Both pairs
+// give byte-identical results (tests/query_json_diff_test.cpp, the query_json fuzz target); the
+// *WithDom forms are public for those checks and for benches.
+Result<QueryRequest> ParseQueryRequestWithDom(std::string_view body);
+std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
+                                     bool conductor_compat = false);
+
 // Answers `request` from `index` with the Match* call its kind names (any thread, as Match*).
 Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request);
 
