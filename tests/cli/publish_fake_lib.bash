@@ -2,15 +2,16 @@
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 SUB="$PY ${KVINDEX_SOURCE_DIR:-$(dirname "$0")/../..}/tests/data/fake_subscriber.py"
 
-# Prints a base port with `span` consecutive free TCP ports on 127.0.0.1 (random high range, so
-# parallel tests rarely collide; each candidate is checked by binding it).
+# Prints a base port with `span` consecutive free TCP ports on 127.0.0.1 (random, below the
+# kernel's ephemeral range 32768+ so outgoing connections never take them; parallel tests rarely
+# collide; each candidate is checked by binding it).
 free_ports() {
   local span=$1
   "$PY" - "$span" <<'PYEOF'
 import random, socket, sys
 span = int(sys.argv[1])
-for _ in range(200):
-    base = random.randint(20000, 60000 - span)
+for _ in range(500):
+    base = random.randint(20000, 32000 - span)
     socks = []
     try:
         for p in range(base, base + span):

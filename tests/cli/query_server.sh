@@ -5,24 +5,7 @@
 # every reason, over HTTP and from a capture (query --capture --explain).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-
-free_ports() {  # N consecutive free loopback ports below the ephemeral range; prints the first
-  "$PY" -c '
-import random, socket, sys
-n = int(sys.argv[1])
-for _ in range(500):
-    p = random.randrange(20000, 32000)
-    socks = []
-    try:
-        for q in range(p, p + n):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-' "$1"
-}
+. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
 
 # Usage errors (exit 2) and help.
 run "$KVINDEX" query --model m --tokens 1
