@@ -178,6 +178,17 @@ std::vector<CaptureRecord> ReadAll(const std::vector<std::string>& paths) {
   return out;
 }
 
+// Applies the capture at `path` to `index` offline (as `kvindex replay` does); returns the first
+// source's counters.
+SourceCounters ReplayCapture(const std::string& path, PrefixIndex& index) {
+  Ingestor ingestor(&index);
+  CaptureReplayer replayer(ingestor);
+  auto reader = CaptureReader::Open({path});
+  REQUIRE(reader.ok());
+  REQUIRE(replayer.ApplyAll(**reader).ok());
+  return ingestor.counters(SourceId{0});
+}
+
 uint64_t Matched(const PrefixIndex& index, const std::string& instance,
                  const std::vector<TokenId>& tokens) {
   MatchQuery query;
@@ -476,12 +487,7 @@ TEST_CASE("An orphan asks for the ring again: the missing parents are restored, 
 
   // Offline equals live: the note starts the same replay, the recorded replies re-apply the ring.
   PrefixIndex offline;
-  Ingestor ingestor(&offline);
-  CaptureReplayer replayer(ingestor);
-  auto reader = CaptureReader::Open({path});
-  REQUIRE(reader.ok());
-  REQUIRE(replayer.ApplyAll(**reader).ok());
-  const SourceCounters& off = ingestor.counters(SourceId{0});
+  const SourceCounters off = ReplayCapture(path, offline);
   CHECK(off.index.orphans == c.index.orphans);
   CHECK(off.sequence.orphan_replays == c.sequence.orphan_replays);
   CHECK(off.sequence.reapplied == c.sequence.reapplied);
@@ -535,12 +541,7 @@ TEST_CASE("subscribe --record: an offline replay of the capture reaches the live
   const SourceCounters live_counters = (*sub)->ingestor().counters(SourceId{0});
 
   PrefixIndex offline;
-  Ingestor ingestor(&offline);
-  CaptureReplayer replayer(ingestor);
-  auto reader = CaptureReader::Open({path});
-  REQUIRE(reader.ok());
-  REQUIRE(replayer.ApplyAll(**reader).ok());
-  const SourceCounters& off = ingestor.counters(SourceId{0});
+  const SourceCounters off = ReplayCapture(path, offline);
   CHECK(off.sequence.applied == live_counters.sequence.applied);
   CHECK(off.sequence.gaps == live_counters.sequence.gaps);
   CHECK(off.sequence.recovered == live_counters.sequence.recovered);
