@@ -667,6 +667,79 @@ TEST_SUITE("prefix_index") {
     CHECK_FALSE(index.AddSource(SourceConfig{}).ok());
     CHECK_FALSE(index.AddSource(Store("S", {"*", "A"})).ok());
   }
+
+  // The query walk guesses that a chain's next block lies in the record next to the previous one
+  // (a chain stored by one event gets consecutive records) and verifies the guess. These cases
+  // put a wrong, stale or reversed neighbour there; the expected answers are hand-computed.
+  TEST_CASE("walk guess: records reused in reverse order, a stale neighbour, a foreign neighbour") {
+    // Chains of 40 blocks of 2 tokens: long enough for the walk to guess (it starts guessing once
+    // two verified depths lie in adjacent records).
+    auto hashes = [](uint64_t first) {
+      std::vector<uint64_t> h;
+      for (uint64_t i = 0; i < 40; ++i) h.push_back(first + i);
+      return h;
+    };
+    auto tokens = [](TokenId first, size_t count) {
+      std::vector<TokenId> t;
+      for (size_t i = 0; i < count; ++i) t.push_back(first + static_cast<TokenId>(i));
+      return t;
+    };
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    const SourceId b = Add(index, Engine("B"));
+    const std::vector<TokenId> first = tokens(1, 80);
+    const std::vector<TokenId> second = tokens(1001, 80);
+    Apply(index, a, Batch({Stored(hashes(1), std::nullopt, first)}));
+    CHECK(MatchOne(index, Query(), first, "A").longest_matched == 80);
+    // Freed records are reused last-freed first: `second` gets them in descending order.
+    Apply(index, a, Batch({Removed(hashes(1))}));
+    Apply(index, a, Batch({Stored(hashes(101), std::nullopt, second)}));
+    CHECK(MatchOne(index, Query(), second, "A").longest_matched == 80);
+    CHECK(MatchOne(index, Query(), first, "A").longest_matched == 0);
+    // Remove block 21 of `second`: its record keeps the stale key with no presence, and the walk
+    // stops there (20 blocks = 40 tokens) instead of taking the stale record for the block.
+    Apply(index, a, Batch({Removed({121})}));
+    CHECK(MatchOne(index, Query(), second, "A").longest_matched == 40);
+    // Free the last block's record after it and store block 21 again: it gets that record (the
+    // last freed), and its old record next to block 20 still carries its key, with no presence.
+    Apply(index, a, Batch({Removed({140})}));
+    Apply(index, a, Batch({Stored({121}, 120, tokens(1041, 2))}));
+    CHECK(MatchOne(index, Query(), second, "A").longest_matched == 78);
+    Apply(index, a, Batch({Removed({121})}));
+    // B stores `first` as one chain (consecutive records, the freed one first), and A stores
+    // block 21 again: a fresh record away from its neighbours.
+    Apply(index, b, Batch({Stored(hashes(201), std::nullopt, first)}));
+    Apply(index, a, Batch({Stored({121}, 120, tokens(1041, 2))}));
+    Apply(index, a, Batch({Stored({140}, 139, tokens(1079, 2))}));
+    CHECK(MatchOne(index, Query(), second, "A").longest_matched == 80);
+    CHECK(MatchOne(index, Query(), second, "B").longest_matched == 0);
+    CHECK(MatchOne(index, Query(), first, "B").longest_matched == 80);
+    CHECK(MatchOne(index, Query(), first, "A").longest_matched == 0);
+    // A prompt that follows `first` for 20 blocks and then diverges: the record next to block 20
+    // is live, in scope, and holds `first`'s block 21, which is not this prompt's block 21.
+    std::vector<TokenId> mixed = tokens(1, 40);
+    for (TokenId t : tokens(5001, 40)) mixed.push_back(t);
+    CHECK(MatchOne(index, Query(), mixed, "B").longest_matched == 40);
+  }
+
+  TEST_CASE("one source alternating event scopes (salts) keeps each block in its own scope") {
+    PrefixIndex index;
+    const SourceId a = Add(index, Engine("A"));
+    BlockStored salted = Stored({1, 2}, std::nullopt, {1, 2, 3, 4});
+    salted.scope.salt = "s1";
+    BlockStored plain = Stored({3}, std::nullopt, {1, 2});
+    BlockStored salted2 = Stored({4}, std::nullopt, {5, 6});
+    salted2.scope.salt = "s2";
+    Apply(index, a, Batch({salted, plain, salted2}));
+    MatchQuery s1 = Query();
+    s1.salt = "s1";
+    MatchQuery s2 = Query();
+    s2.salt = "s2";
+    CHECK(MatchOne(index, s1, {1, 2, 3, 4}, "A").longest_matched == 4);
+    CHECK(MatchOne(index, Query(), {1, 2, 3, 4}, "A").longest_matched == 2);
+    CHECK(MatchOne(index, s2, {5, 6}, "A").longest_matched == 2);
+    CHECK(MatchOne(index, s2, {1, 2}, "A").longest_matched == 0);
+  }
 }
 
 }  // namespace

@@ -174,6 +174,12 @@ struct Source {
   uint32_t inst = 0;
   std::vector<std::pair<std::optional<DpRank>, uint16_t>> holders;
   std::vector<uint32_t> serves;  // resolved instance indices (when not serves_all)
+  // The scope of its last stored event: a stream's events nearly always share their scope
+  // fields, and building and hashing a Scope (four strings) per event was a measurable share of
+  // live ingest. Scopes are never removed, so the cached id stays valid.
+  EventScopeFields last_fields;
+  uint32_t last_block_size = 0;
+  uint32_t last_scope = kNone;
 };
 
 struct HeapEntry {
@@ -819,7 +825,14 @@ struct PrefixIndex::Impl {
         ++r.rejected;
         return;
       }
-      scope_id = InternScope(RootScope(src, ev.scope, bs));
+      if (src.last_scope != kNone && src.last_block_size == bs && src.last_fields == ev.scope) {
+        scope_id = src.last_scope;
+      } else {
+        scope_id = InternScope(RootScope(src, ev.scope, bs));
+        src.last_fields = ev.scope;
+        src.last_block_size = bs;
+        src.last_scope = scope_id;
+      }
     }
     if (inst.block_size == 0) {
       WLock();
@@ -1327,15 +1340,25 @@ struct PrefixIndex::Impl {
       // cache misses per block: a table slot, then the block record, then for blocks with more
       // than two holders their presence array). Depth d + kSlotAhead gets its key (token ids
       // hashed lazily, a chunk of 8 at a time) and its table slot prefetched; depth d + kRecAhead
-      // gets its slot probed for the 32-bit tag and the candidate record prefetched; depth
-      // d + kVerifyAhead gets its record verified and an overflow presence array prefetched;
-      // depth d is walked. A miss wastes at most kSlotAhead keys.
+      // gets a candidate record and prefetches it; depth d + kVerifyAhead gets its candidate
+      // verified and an overflow presence array prefetched; depth d is walked. A miss wastes at
+      // most kSlotAhead keys.
+      //
+      // The candidate comes from the table (the slot's 32-bit tag), or, while the chain runs
+      // through consecutive records, is guessed as the record next to the previous depth's: a
+      // chain stored by one event gets consecutive records (AllocBlock), so most of a long
+      // prompt's blocks lie side by side and the guess skips the table slot and its cache miss.
+      // A guess is only a candidate: verification compares the full key and requires a live
+      // record (count > 0; a freed record keeps its stale key), exactly as for a tag hit, and a
+      // failed guess falls back to the table (whose slot was prefetched) and stops guessing until
+      // two verified depths are adjacent again.
       constexpr size_t kSlotAhead = 16;
       constexpr size_t kRecAhead = 8;
       constexpr size_t kVerifyAhead = 3;
       size_t keyed = 0;
       size_t probed = 0;
       size_t verified = 0;
+      int64_t step = 0;  // 0: not guessing; else the record step between adjacent depths (+1, -1)
       auto key_to = [&](size_t end) {
         if (mode == Mode::kTokens) {
           end = std::min(n, std::max(end, keyed + 8));
@@ -1348,31 +1371,58 @@ struct PrefixIndex::Impl {
           const uint64_t key = mode == Mode::kTokens ? sc.hashes[k].value : prefix[k].value;
           sc.keys[k] = key;
           sc.key_hashes[k] = KeyHash(key, scope, 0);
-          table.Prefetch(sc.key_hashes[k]);
+          if (step == 0) table.Prefetch(sc.key_hashes[k]);
         }
         keyed = end;
       };
+      auto probe_table = [&](size_t k) {
+        const uint64_t h = sc.key_hashes[k];
+        const uint32_t tag = static_cast<uint32_t>(h >> 32);
+        const size_t pos = table.Find(h, [tag](const BlockSlot& slot) { return slot.tag == tag; });
+        return pos == table.kNotFound ? kNone : table.at(pos).idx;
+      };
+      auto probe = [&](size_t k) {
+        uint32_t cand = kNone;
+        if (step != 0 && k > 0 && sc.resolved[k - 1] != kNone) {
+          const int64_t guess = static_cast<int64_t>(sc.resolved[k - 1]) + step;
+          if (guess >= 0 && guess < static_cast<int64_t>(allocated)) cand = static_cast<uint32_t>(guess);
+        }
+        if (cand == kNone) cand = probe_table(k);
+        sc.resolved[k] = cand;
+        if (cand != kNone) __builtin_prefetch(&block(cand));
+      };
       Walk(sc, n, [&](size_t d) -> uint32_t {
         if (keyed < n && keyed < d + kSlotAhead) key_to(std::min(n, d + kSlotAhead));
-        for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) {
-          const uint64_t h = sc.key_hashes[probed];
-          const uint32_t tag = static_cast<uint32_t>(h >> 32);
-          const size_t pos = table.Find(h, [tag](const BlockSlot& slot) { return slot.tag == tag; });
-          const uint32_t cand = pos == table.kNotFound ? kNone : table.at(pos).idx;
-          sc.resolved[probed] = cand;
-          if (cand != kNone) __builtin_prefetch(&block(cand));
-        }
+        for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) probe(probed);
         for (const size_t end = std::min(n, d + kVerifyAhead); verified < end; ++verified) {
-          uint32_t cand = sc.resolved[verified];
+          const size_t k = verified;
+          uint32_t cand = sc.resolved[k];
           if (cand == kNone) continue;  // no slot carries the tag: absent
           const Block& b = block(cand);
-          if (b.hash != sc.keys[verified] || b.scope != scope || b.ns != 0) {
-            // A tag collision: the full probe.
-            cand = FindBlockHashed(sc.key_hashes[verified], sc.keys[verified], scope, 0);
-            sc.resolved[verified] = cand;
+          if (b.hash != sc.keys[k] || b.scope != scope || b.ns != 0 || b.count == 0) {
+            // A tag collision or a failed guess: the full probe. Depths probed after this one
+            // were guessed from it: probe them again.
+            if (step != 0) {
+              // Guessing skipped the slot prefetches of the keys made since: issue them now.
+              for (size_t j = k; j < keyed; ++j) table.Prefetch(sc.key_hashes[j]);
+              step = 0;
+            }
+            cand = FindBlockHashed(sc.key_hashes[k], sc.keys[k], scope, 0);
+            sc.resolved[k] = cand;
+            for (size_t j = k + 1; j < probed; ++j) probe(j);
             if (cand == kNone) continue;
           }
-          if (!block(cand).inline_store()) __builtin_prefetch(block(cand).store.heap);
+          if (k > 0 && sc.resolved[k - 1] != kNone) {
+            const int64_t delta = static_cast<int64_t>(cand) - static_cast<int64_t>(sc.resolved[k - 1]);
+            step = delta == 1 || delta == -1 ? delta : 0;
+          }
+          const Block& found = block(cand);
+          if (!found.inline_store()) {
+            // Up to four cache lines of presences (64 holders).
+            const char* p = reinterpret_cast<const char*>(found.store.heap);
+            const size_t bytes = std::min<size_t>(found.count * sizeof(Presence), 256);
+            for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+          }
         }
         return sc.resolved[d];
       });

@@ -1,6 +1,5 @@
 #include "kvindex/scope.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
 namespace kvindex {
@@ -34,15 +33,13 @@ std::string_view TenantOrDefault(std::optional<std::string_view> tenant) {
 }  // namespace kvindex
 
 size_t std::hash<kvindex::Scope>::operator()(const kvindex::Scope& s) const noexcept {
-  // Length-prefixed fields, so ("ab","c") and ("a","bc") differ.
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
+  // One one-shot XXH3 per field, chained through the seed with the field's length mixed in, so
+  // ("ab","c") and ("a","bc") differ. (The streaming XXH3 API costs ~10x more on inputs this
+  // short: it was a visible share of a query's fixed cost and of live ingest.)
+  uint64_t h = 0x9E3779B97F4A7C15ULL;
   for (const std::string* field : {&s.tenant, &s.model, &s.lora, &s.salt}) {
-    const uint64_t length = field->size();
-    XXH3_64bits_update(&state, &length, sizeof(length));
-    XXH3_64bits_update(&state, field->data(), field->size());
+    h = XXH3_64bits_withSeed(field->data(), field->size(), h + field->size() * 0xC2B2AE3D27D4EB4FULL);
   }
-  const uint32_t numbers[2] = {s.block_size, s.group};
-  XXH3_64bits_update(&state, numbers, sizeof(numbers));
-  return static_cast<size_t>(XXH3_64bits_digest(&state));
+  const uint64_t numbers = (static_cast<uint64_t>(s.block_size) << 32) | s.group;
+  return static_cast<size_t>(XXH3_64bits_withSeed(&numbers, sizeof(numbers), h));
 }
