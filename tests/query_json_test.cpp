@@ -85,6 +85,38 @@ TEST_CASE("Bad bodies are 400s with one line naming the field") {
   }
 }
 
+TEST_CASE("Token ids of every length parse, at every distance from the end of the body") {
+  // The scanner reads up to 7 digits at once when 8 bytes follow, else digit by digit: ids of 1 to
+  // 10 digits, with and without spaces, placed so that each meets both paths.
+  const std::vector<TokenId> ids = {0,       7,        42,        999,        1000,
+                                    65535,   100000,   1234567,   9999999,    12345678,
+                                    99999999, 123456789, 4000000000u, 4294967295u, 10};
+  for (size_t shift = 0; shift < 10; ++shift) {
+    for (const char* sep : {",", ", ", " ,\n"}) {
+      std::string body = R"({"model": "m", "token_ids": [)";
+      std::vector<TokenId> expect;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const TokenId id = ids[(k + shift) % ids.size()];
+        if (k > 0) body += sep;
+        body += std::to_string(id);
+        expect.push_back(id);
+      }
+      body += "]" + std::string(shift % 3, ' ') + "}";
+      CAPTURE(body);
+      auto r = ParseQueryRequest(body);
+      REQUIRE(r.ok());
+      CHECK(r->tokens == expect);
+    }
+  }
+  for (const char* bad : {"[01, 1, 1, 1, 1]", "[1, 00, 1, 1, 1]", "[1234567.5, 1, 1]",
+                          "[1234567e3, 1, 1]", "[1, 12345678901, 1]", "[4294967296, 1, 1, 1]",
+                          "[1, 2, 3, 1234567-]", "[0001234, 5, 6, 7]"}) {
+    const std::string body = std::string(R"({"model": "m", "token_ids": )") + bad + "}";
+    CAPTURE(body);
+    CHECK_FALSE(ParseQueryRequest(body).ok());
+  }
+}
+
 TEST_CASE("Limits: more than 1 M token ids is a 400, a body over 16 MiB a 413") {
   std::string many = R"({"model": "m", "token_ids": [)";
   for (size_t i = 0; i <= kMaxQueryTokens; ++i) many += i == 0 ? "1" : ",1";

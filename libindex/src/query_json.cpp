@@ -1,7 +1,9 @@
 #include "kvindex/query_json.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -316,51 +318,97 @@ class Scanner {
     return true;
   }
   // `[ id (, id)* ]` or `[]` of token ids (non-negative integers up to u32), appended to `out`:
-  // the hot loop of a /query body, kept on local pointers.
+  // the hot loop of a /query body. Written on local pointers only (the cursor, and the output
+  // through a raw write pointer into `out` grown by doubling), so the compiler keeps them in
+  // registers: with a lambda capturing the cursor and push_back(), it stored and reloaded the
+  // cursor at every digit (2.5 ns per byte of body).
+  static const char* SkipWs(const char* p, const char* end) {
+    while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    return p;
+  }
+  // The number of leading decimal digits of the 8 bytes at `p` when it is 1 to 7, with their value
+  // in `value`; 0 when all 8 are digits (a long number: the caller's digit loop reads it). No
+  // branch per digit: token ids have 1 to 6 digits in no predictable order, and the per-digit
+  // loop's exit mispredicted about once per token.
+  static size_t SwarDigits(const char* p, uint64_t& value) {
+    uint64_t chunk;
+    std::memcpy(&chunk, p, sizeof(chunk));
+    if constexpr (std::endian::native != std::endian::little) return 0;
+    const uint64_t t = chunk ^ 0x3030303030303030ULL;  // digits become bytes 0..9
+    // High bit of a byte set when it is not a digit (t >= 10). Carries only move towards later
+    // bytes and start at non-digits, so the first non-digit is found exactly.
+    const uint64_t non_digit = ((t + 0x7676767676767676ULL) | t) & 0x8080808080808080ULL;
+    if (non_digit == 0) return 0;
+    const size_t digits = static_cast<size_t>(std::countr_zero(non_digit)) / 8;
+    if (digits == 0) return 0;
+    // Right-align the digits as 8 ASCII-coded places (zeros in front) and convert them at once.
+    uint64_t v = (t << (8 * (8 - digits))) & 0x0F0F0F0F0F0F0F0FULL;
+    v = (v * 2561) >> 8;
+    v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+    value = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+    return digits;
+  }
   bool TokenIds(std::vector<TokenId>& out) {
     const char* p = p_;
     const char* const end = end_;
-    const auto ws = [&] {
-      while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
-    };
     if (p == end || *p != '[') return false;
-    ++p;
-    ws();
+    p = SkipWs(p + 1, end);
     if (p != end && *p == ']') {
       p_ = p + 1;
       return true;
     }
+    size_t used = out.size();
+    out.resize(std::max<size_t>(used + 256, out.capacity()));
+    TokenId* w = out.data() + used;
+    TokenId* w_end = out.data() + out.size();
+    bool ok = false;
     for (;;) {
-      ws();
-      if (p == end) return false;
+      p = SkipWs(p, end);
+      if (p == end) break;
       auto d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0';
-      if (d > 9) return false;
-      const char* const first = p++;
+      if (d > 9) break;
       uint64_t v = d;
-      if (d == 0) {
-        if (p != end && static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0' <= 9) {
-          return false;
-        }
+      size_t digits = 0;
+      if (end - p >= 8 && (digits = SwarDigits(p, v)) != 0) {
+        // 1 to 7 digits read at once: the common token id.
+        if (d == 0 && digits > 1) break;  // a leading zero
+        p += digits;
+      } else if (const char* const first = p++; d == 0) {
+        if (p != end && static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0' <= 9) break;
       } else {
+        bool long_number = false;
         while (p != end && (d = static_cast<unsigned>(static_cast<unsigned char>(*p)) - '0') <= 9) {
-          if (p - first >= 10) return false;  // > 10 digits: above u32
+          if (p - first >= 10) {  // > 10 digits: above u32
+            long_number = true;
+            break;
+          }
           v = v * 10 + d;
           ++p;
         }
-        if (v > std::numeric_limits<uint32_t>::max()) return false;
+        if (long_number || v > std::numeric_limits<uint32_t>::max()) break;
       }
-      if (p != end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
-      out.push_back(static_cast<TokenId>(v));
-      ws();
-      if (p == end) return false;
+      if (p != end && (*p == '.' || *p == 'e' || *p == 'E')) break;
+      if (w == w_end) {
+        used = static_cast<size_t>(w - out.data());
+        out.resize(out.size() * 2);
+        w = out.data() + used;
+        w_end = out.data() + out.size();
+      }
+      *w++ = static_cast<TokenId>(v);
+      p = SkipWs(p, end);
+      if (p == end) break;
       if (*p == ',') {
         ++p;
         continue;
       }
-      if (*p != ']') return false;
-      p_ = p + 1;
-      return true;
+      if (*p == ']') {
+        p_ = p + 1;
+        ok = true;
+      }
+      break;
     }
+    out.resize(static_cast<size_t>(w - out.data()));
+    return ok;
   }
   bool Null() { return EatWord("null"); }
   // Any value of the subset (an unknown key's), nested up to 64 deep.
