@@ -686,70 +686,105 @@ bool PlainName(std::string_view s) {
   return true;
 }
 
-void AppendNumber(std::string& out, uint64_t v) {
-  char buf[24];
-  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, static_cast<size_t>(ptr - buf));
-}
+// Appends to a buffer sized beforehand: a raw write pointer (no capacity check or strlen per
+// piece, which were most of the renderer's time).
+class Writer {
+ public:
+  explicit Writer(char* p) : p_(p) {}
+  template <size_t N>
+  void Lit(const char (&s)[N]) {
+    std::memcpy(p_, s, N - 1);
+    p_ += N - 1;
+  }
+  void Str(std::string_view s) {
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  void Ch(char c) { *p_++ = c; }
+  template <typename Int>
+  void Num(Int v) {
+    p_ = std::to_chars(p_, p_ + 21, v).ptr;  // 20 digits and a sign at most
+  }
+  char* pos() const { return p_; }
+
+ private:
+  char* p_;
+};
 
 bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
                   std::string& out) {
   if (!PlainName(tenant)) return false;
   std::vector<const InstanceMatch*> sorted;
   sorted.reserve(match.instances.size());
+  // Worst case of every piece: names, 5 numbers of 20 digits and the keys per instance, a
+  // rank (10 digits) and a number per DP entry.
+  size_t bound = 32 + tenant.size();
   for (const InstanceMatch& m : match.instances) {
     if (!m.other_tiers.empty() || !PlainName(m.instance)) return false;
     sorted.push_back(&m);
+    bound += m.instance.size() + 160 + m.dp.size() * 40;
   }
-  std::sort(sorted.begin(), sorted.end(), [](const InstanceMatch* a, const InstanceMatch* b) {
+  const auto by_name = [](const InstanceMatch* a, const InstanceMatch* b) {
     return a->instance < b->instance;
-  });
+  };
+  if (!std::is_sorted(sorted.begin(), sorted.end(), by_name)) {  // the index answers in name order
+    std::sort(sorted.begin(), sorted.end(), by_name);
+  }
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i - 1]->instance == sorted[i]->instance) return false;
   }
-  out.clear();
-  out.reserve(32 + sorted.size() * 96);
-  if (!conductor_compat) out += "{\"data\":";
-  out += '{';
+  out.resize(bound);
+  Writer w(out.data());
+  if (!conductor_compat) w.Lit("{\"data\":");
+  w.Ch('{');
   if (!sorted.empty()) {
-    out += '"';
-    out += tenant;
-    out += "\":{";
+    w.Ch('"');
+    w.Str(tenant);
+    w.Lit("\":{");
     std::vector<std::pair<std::string, uint64_t>> dp;
     for (size_t i = 0; i < sorted.size(); ++i) {
       const InstanceMatch& m = *sorted[i];
-      if (i > 0) out += ',';
-      out += '"';
-      out += m.instance;
-      out += "\":{\"CPU\":";
-      AppendNumber(out, m.cpu);
-      out += ",\"DISK\":";
-      AppendNumber(out, m.disk);
-      out += ",\"DP\":{";
-      dp.clear();
-      for (const DpTokens& d : m.dp) dp.emplace_back(std::to_string(d.rank), d.tokens);
-      std::sort(dp.begin(), dp.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-      for (size_t r = 0; r < dp.size(); ++r) {
-        if (r > 0) {
-          if (dp[r - 1].first == dp[r].first) return false;
-          out += ',';
+      if (i > 0) w.Ch(',');
+      w.Ch('"');
+      w.Str(m.instance);
+      w.Lit("\":{\"CPU\":");
+      w.Num(m.cpu);
+      w.Lit(",\"DISK\":");
+      w.Num(m.disk);
+      w.Lit(",\"DP\":{");
+      if (m.dp.size() == 1) {
+        w.Ch('"');
+        w.Num(m.dp[0].rank);
+        w.Lit("\":");
+        w.Num(m.dp[0].tokens);
+      } else if (m.dp.size() > 1) {
+        // Keys in byte order, as nlohmann's dump() ("10" before "2").
+        dp.clear();
+        for (const DpTokens& d : m.dp) dp.emplace_back(std::to_string(d.rank), d.tokens);
+        std::sort(dp.begin(), dp.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (size_t r = 0; r < dp.size(); ++r) {
+          if (r > 0) {
+            if (dp[r - 1].first == dp[r].first) return false;
+            w.Ch(',');
+          }
+          w.Ch('"');
+          w.Str(dp[r].first);
+          w.Lit("\":");
+          w.Num(dp[r].second);
         }
-        out += '"';
-        out += dp[r].first;
-        out += "\":";
-        AppendNumber(out, dp[r].second);
       }
-      out += "},\"GPU\":";
-      AppendNumber(out, m.gpu);
-      out += ",\"longest_matched\":";
-      AppendNumber(out, m.longest_matched);
-      out += '}';
+      w.Lit("},\"GPU\":");
+      w.Num(m.gpu);
+      w.Lit(",\"longest_matched\":");
+      w.Num(m.longest_matched);
+      w.Ch('}');
     }
-    out += '}';
+    w.Ch('}');
   }
-  out += '}';
-  if (!conductor_compat) out += '}';
+  w.Ch('}');
+  if (!conductor_compat) w.Ch('}');
+  out.resize(static_cast<size_t>(w.pos() - out.data()));
   return true;
 }
 
