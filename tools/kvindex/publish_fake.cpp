@@ -209,6 +209,7 @@ Result<EventBatch> ParseLogicalBatch(const std::string& line, const std::string&
         s.scope.lora_id = e["lora_id"].get<int64_t>();
       }
       s.scope.lora_name = opt_str("lora_name");
+      s.scope.salt = opt_str("cache_salt");  // the request's cache_salt (vLLM: in extra_keys)
       s.tier = tier();
       batch.events.push_back(std::move(s));
     } else if (type == "BlockRemoved") {
