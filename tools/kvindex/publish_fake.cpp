@@ -847,6 +847,16 @@ Status RunPublishFake(PublishFakeOptions o) {
     KVINDEX_RETURN_IF_ERROR(GenerateEngineItems(o, format, sources, nullptr, &*trace));
   } else if (!o.batches_file.empty()) {
     KVINDEX_RETURN_IF_ERROR(GenerateListedItems(o, sources));
+    if (format == WireFormat::kMooncake || format == WireFormat::kMooncakeSeed) {
+      // Mooncake events carry the model (--model) as the synthetic workload's do.
+      for (Item& item : sources[0].items) {
+        for (Event& event : item.batch->events) {
+          if (auto* stored = std::get_if<BlockStored>(&event); stored && !stored->scope.model) {
+            stored->scope.model = o.model;
+          }
+        }
+      }
+    }
   } else if (o.capture.empty()) {
     synthetic.emplace(o.synth, sources.size());
     KVINDEX_RETURN_IF_ERROR(GenerateEngineItems(o, format, sources, &*synthetic, nullptr));
