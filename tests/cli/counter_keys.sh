@@ -15,22 +15,14 @@ start_pub p "$TMP/p.json"
   --record "$TMP/cap.kvcap" --json "$TMP/sub.json" --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
 PIDS+=($sub)
-"$PY" - "$PORT" "$TMP" <<'PYEOF' || fail "could not read /instances and /metrics"
-import json, sys, time, urllib.request
-base = "http://127.0.0.1:%s" % sys.argv[1]
-deadline = time.time() + 20
-while True:
-    try:
-        inst = json.loads(urllib.request.urlopen(base + "/instances", timeout=5).read())
-        if inst["sources"][0]["counters"]["applied"] == 20:
-            break
-    except OSError:
-        pass
-    if time.time() > deadline:
-        sys.exit("the 20 batches never showed in /instances")
-    time.sleep(0.05)
-metrics = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
-json.dump({"instances": inst, "metrics": metrics}, open(sys.argv[2] + "/http.json", "w"))
+"$PY" - "$PORT" "$TMP" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "could not read /instances and /metrics"
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from http_client import Server, wait_for
+server = Server(sys.argv[1])
+inst = wait_for(lambda: (lambda j: j if j["sources"][0]["counters"]["applied"] == 20 else None)(
+    server.json("/instances")), "the 20 batches in /instances")
+json.dump({"instances": inst, "metrics": server.call("/metrics")[1]}, open(sys.argv[2] + "/http.json", "w"))
 PYEOF
 kill -TERM $sub
 wait $sub

@@ -61,19 +61,13 @@ for f in salted lora; do
 done
 URL="http://127.0.0.1:$http"
 # Wait until both sources' blocks are in (2 + 2 resident presences).
-"$PY" - "$URL" <<'PYEOF' || fail "the live index never held the 4 blocks"
-import sys, time, urllib.request
-deadline = time.time() + 20
-while time.time() < deadline:
-    try:
-        text = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode()
-        if 'kvindex_resident_blocks{instance="salted",tier="GPU"} 2' in text and \
-           'kvindex_resident_blocks{instance="adapted",tier="GPU"} 2' in text:
-            sys.exit(0)
-    except OSError:
-        pass
-    time.sleep(0.1)
-sys.exit(1)
+"$PY" - "$http" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "the live index never held the 4 blocks"
+import sys
+sys.path.insert(0, sys.argv[2])
+from http_client import Server, wait_for
+server = Server(sys.argv[1])
+wait_for(lambda: all('kvindex_resident_blocks{instance="%s",tier="GPU"} 2' % i in server.call("/metrics")[1]
+                     for i in ("salted", "adapted")), "the 4 blocks")
 PYEOF
 explain_case live-salt salt "salted matched nothing: salt: the query's cache_salt differs; with cache_salt 'r1' (stored events carry it)" \
   --salt r1 -- --server "$URL" --instance salted

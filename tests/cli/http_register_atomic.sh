@@ -14,28 +14,14 @@ http=$((base + 2))
   --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
 PIDS+=($sub)
-"$PY" - "$http" "$base" <<'PYEOF' || fail "register atomicity checks failed (see above)"
-import json, socket, sys, time, urllib.request, urllib.error
-base_url = "http://127.0.0.1:%s" % sys.argv[1]
+"$PY" - "$http" "$base" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "register atomicity checks failed (see above)"
+import json, socket, sys
+sys.path.insert(0, sys.argv[3])
+from http_client import Server, wait_for
+server = Server(sys.argv[1])
+call = server.call
 port = int(sys.argv[2])
-def call(path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base_url + path, data=data)
-    try:
-        with urllib.request.urlopen(req, timeout=15) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-deadline = time.time() + 20
-while True:
-    try:
-        if call("/healthz")[0] == 200:
-            break
-    except OSError:
-        pass
-    if time.time() > deadline:
-        sys.exit("no server")
-    time.sleep(0.1)
+wait_for(lambda: call("/healthz")[0] == 200, "the server")
 def snapshot():
     metrics = [l for l in call("/metrics")[1].splitlines() if "kvindex_http_" not in l]
     return call("/instances")[1], call("/global_view")[1], metrics
@@ -60,10 +46,7 @@ assert code == 400, (code, text)
 err = json.loads(text)["error"]
 assert "cannot bind 'tcp://127.0.0.1:%d'" % (port + 1) in err and "in use" in err, err
 assert snapshot() == before, "a failed /register left a trace"
-deadline = time.time() + 5
-while not free(port):
-    assert time.time() < deadline, "rank 0's port stayed bound after the failed /register"
-    time.sleep(0.05)
+wait_for(lambda: free(port), "rank 0's port to be free after the failed /register", timeout=5)
 # An endpoint that passes the config parser but ZeroMQ rejects.
 code, text = call("/register", {"instance_id": "z", "endpoint": "tcp://127.0.0.1:", "type": "vLLM",
                                 "modelname": "m", "block_size": 4})

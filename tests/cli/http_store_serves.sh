@@ -59,8 +59,9 @@ for k in 0 1 2 3; do
 done
 
 "$PY" - "$h1" "$h2" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "HTTP answers differ from the hand-computed ones"
-import json, sys, time, urllib.request
+import sys
 sys.path.insert(0, sys.argv[3])
+from http_client import Server, wait_for
 from prefix_hash_vectors import chain  # the independent oracle of the prefix hash chain
 PROMPT = [101, 15, 100, 55, 89, 63]
 eng = {"longest_matched": 6, "GPU": 4, "CPU": 4, "DISK": 4, "DP": {"0": 4, "1": 2}}
@@ -72,19 +73,14 @@ want = {
                   "other": {"longest_matched": 6, "GPU": 2, "CPU": 4, "DISK": 4, "DP": {"0": 2}}},
 }
 def post(port, path, body):
-    req = urllib.request.Request("http://127.0.0.1:%s%s" % (port, path), data=json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
+    return Server(port).json(path, body)
 for port, expect in want.items():
-    deadline = time.time() + 20
-    while True:
-        try:
-            got = post(port, "/query", {"model": "m", "token_ids": PROMPT})["data"].get("default", {})
-        except OSError:
-            got = None
-        if got == expect or time.time() > deadline:
-            break
-        time.sleep(0.1)
+    query = lambda: post(port, "/query", {"model": "m", "token_ids": PROMPT})["data"].get("default", {})
+    try:  # the ingest threads may still be applying the last batches
+        wait_for(lambda: query() == expect, "the expected answer", timeout=20)
+    except SystemExit:
+        pass
+    got = query()
     assert got == expect, (port, got, expect)
     seq, _ = chain(PROMPT, 2, 1337)
     by_hash = post(port, "/query_by_hash", {"model": "m", "seq_hashes": seq})["data"]["default"]
