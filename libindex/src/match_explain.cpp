@@ -143,7 +143,9 @@ class Explainer {
       if (Serves(s, instance)) add(s.*configured, "the instance's source configures it");
     }
     const MatchQuery& q = request_.match;
+    const size_t limit = out.size() + kMaxCarried;
     for (const Scope& scope : scopes_) {
+      if (out.size() >= limit) break;  // per-request salts may be many: bound the probes
       if (scope.tenant == q.tenant && scope.model == q.model && scope.group == q.group) {
         add(scope.*carried, "stored events carry it");
       }
@@ -218,6 +220,10 @@ class Explainer {
   const QueryRequest& request_;
   std::span<const SourceConfig> sources_;
   std::vector<Scope> scopes_;  // every scope the index interned
+  // At most this many values per field are taken from the stored events' scopes (first seen
+  // first), so that an index of many per-request salts keeps an explanation to a bounded number
+  // of probes.
+  static constexpr size_t kMaxCarried = 64;
 };
 
 }  // namespace
