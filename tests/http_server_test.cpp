@@ -289,6 +289,21 @@ TEST_CASE("POST /unregister purges presence while ingest runs") {
   CHECK(q2["data"]["default"]["vllm-2"]["longest_matched"] == 0);
 }
 
+TEST_CASE("POST /register is all or nothing") {
+  Fixture f;
+  auto [ic, before] = f.Get("/instances");
+  auto [gc, view] = f.Get("/global_view");
+  REQUIRE(ic == 200);
+  // dp_size 3 of vllm-0: ranks 0 and 1 are registered already, rank 2 is new -> none is added.
+  auto [rc, reg] = f.Post("/register", R"({"endpoint": "tcp://10.0.0.7:5557", "type": "vLLM",
+      "modelname": "m", "instance_id": "vllm-0", "block_size": 4, "dp_size": 3})");
+  CHECK(rc == 400);
+  CHECK(reg["error"].get<std::string>().find("'vllm-0/dp0' is already registered") !=
+        std::string::npos);
+  CHECK(f.Get("/instances").second == before);
+  CHECK(f.Get("/global_view").second == view);
+}
+
 TEST_CASE("Stop() is graceful and idempotent; the port is released") {
   Fixture f;
   const uint16_t port = f.server->port();

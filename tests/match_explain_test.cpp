@@ -98,5 +98,42 @@ TEST_CASE("ParseQueryRequest: explain must be a boolean") {
         StatusCode::kInvalidArgument);
 }
 
+
+TEST_CASE("ExplainMatch: a salt or LoRA only the stored events carry is named") {
+  // No source configures a salt or a LoRA: "evsalt"'s event carries a per-request cache_salt
+  // "r1", "evlora"'s a LoRA name "A" (hand-built; before the index's scopes were consulted both
+  // were reported first-block-absent).
+  PrefixIndex index;
+  std::vector<SourceConfig> sources = {Source("evsalt"), Source("evlora")};
+  BlockStored salted = Stored({11, 12}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8});
+  salted.scope.salt = "r1";
+  BlockStored adapted = Stored({21, 22}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8});
+  adapted.scope.lora_name = "A";
+  REQUIRE(index.Apply(*index.AddSource(sources[0]), Batch({salted})).ok());
+  REQUIRE(index.Apply(*index.AddSource(sources[1]), Batch({adapted})).ok());
+  Result<QueryRequest> request = ParseQueryRequest(R"({"model": "m", "token_ids": [1,2,3,4,5,6,7,8]})");
+  REQUIRE(request.ok());
+  Result<PrefixMatch> match = MatchRequest(index, *request);
+  REQUIRE(match.ok());
+  Result<std::vector<MatchExplanation>> why = ExplainMatch(index, *request, *match, sources);
+  REQUIRE(why.ok());
+  REQUIRE(why->size() == 2);
+  CHECK((*why)[0].instance == "evlora");
+  CHECK((*why)[0].reason == "lora");
+  CHECK((*why)[0].detail.find("with LoRA 'A' (stored events carry it) the prompt matches 8 tokens") !=
+        std::string::npos);
+  CHECK((*why)[1].instance == "evsalt");
+  CHECK((*why)[1].reason == "salt");
+  CHECK((*why)[1].detail.find("with cache_salt 'r1' (stored events carry it) the prompt matches 8 tokens") !=
+        std::string::npos);
+  // PrefixIndex::scopes(): both interned scopes, first seen first.
+  const std::vector<Scope> scopes = index.scopes();
+  REQUIRE(scopes.size() == 2);
+  CHECK(scopes[0].salt == "r1");
+  CHECK(scopes[0].lora.empty());
+  CHECK(scopes[1].lora == "A");
+  CHECK(scopes[1].block_size == 4);
+}
+
 }  // namespace
 }  // namespace kvindex

@@ -21,7 +21,7 @@ class Explainer {
  public:
   Explainer(const PrefixIndex& index, const QueryRequest& request,
             std::span<const SourceConfig> sources)
-      : index_(index), request_(request), sources_(sources) {}
+      : index_(index), request_(request), sources_(sources), scopes_(index.scopes()) {}
 
   // The answer for `instance` alone under `query` (nullptr when the index leaves it out).
   Result<std::optional<InstanceMatch>> Probe(MatchQuery query, const std::string& instance,
@@ -118,16 +118,36 @@ class Explainer {
   }
 
  private:
+  // A value to try for the salt or the LoRA, and where it comes from (for the detail line).
+  struct Candidate {
+    std::string value;
+    const char* origin = "";
+  };
+
   // Candidate values of one scope field: the query's own first, "" when the query set it, then
-  // every value a source of `instance` configures.
-  std::vector<std::string> Candidates(const std::string& asked, const std::string& instance,
-                                      std::string SourceConfig::*configured) const {
-    std::vector<std::string> out = {asked};
-    if (!asked.empty()) out.push_back("");
+  // every value a source of `instance` configures, then every value the stored events of the
+  // query's tenant and model carry (the index's scopes: a per-request cache_salt or LoRA that no
+  // source configures). Probing the instance with each keeps only values it really holds.
+  std::vector<Candidate> Candidates(const std::string& asked, const std::string& instance,
+                                    std::string SourceConfig::*configured,
+                                    std::string Scope::*carried) const {
+    std::vector<Candidate> out = {{asked, ""}};
+    auto add = [&out](const std::string& value, const char* origin) {
+      for (const Candidate& c : out) {
+        if (c.value == value) return;
+      }
+      out.push_back({value, origin});
+    };
+    if (!asked.empty()) add("", "");
     for (const SourceConfig& s : sources_) {
-      if (Serves(s, instance) &&
-          std::find(out.begin(), out.end(), s.*configured) == out.end()) {
-        out.push_back(s.*configured);
+      if (Serves(s, instance)) add(s.*configured, "the instance's source configures it");
+    }
+    const MatchQuery& q = request_.match;
+    const size_t limit = out.size() + kMaxCarried;
+    for (const Scope& scope : scopes_) {
+      if (out.size() >= limit) break;  // per-request salts may be many: bound the probes
+      if (scope.tenant == q.tenant && scope.model == q.model && scope.group == q.group) {
+        add(scope.*carried, "stored events carry it");
       }
     }
     return out;
@@ -137,29 +157,32 @@ class Explainer {
   // True (and `out` filled) when one of them matches.
   Result<bool> TryScope(const MatchQuery& query, const std::string& instance,
                         MatchExplanation& out) const {
-    const std::vector<std::string> salts = Candidates(query.salt, instance, &SourceConfig::salt);
-    const std::vector<std::string> loras = Candidates(query.lora, instance, &SourceConfig::lora);
+    const std::vector<Candidate> salts =
+        Candidates(query.salt, instance, &SourceConfig::salt, &Scope::salt);
+    const std::vector<Candidate> loras =
+        Candidates(query.lora, instance, &SourceConfig::lora, &Scope::lora);
     for (int changes = 1; changes <= 2; ++changes) {
       for (size_t si = 0; si < salts.size(); ++si) {
         for (size_t li = 0; li < loras.size(); ++li) {
           if ((si != 0) + (li != 0) != changes) continue;
           MatchQuery other = query;
-          other.salt = salts[si];
-          other.lora = loras[li];
+          other.salt = salts[si].value;
+          other.lora = loras[li].value;
           KVINDEX_ASSIGN_OR_RETURN(auto m, Probe(other, instance));
           if (!m || m->longest_matched == 0) continue;
           std::string how;
           if (si != 0) {
             out.reason = "salt";
-            how = salts[si].empty() ? "without the query's cache_salt"
-                                    : "with the salt the instance's source configures";
+            how = salts[si].value.empty()
+                      ? "without the query's cache_salt"
+                      : "with cache_salt " + Quoted(salts[si].value) + " (" + salts[si].origin + ")";
           }
           if (li != 0) {
             if (out.reason.empty()) out.reason = "lora";
             how += std::string(how.empty() ? "" : " and ") +
-                   (loras[li].empty() ? "without the query's LoRA"
-                                      : "with LoRA " + Quoted(loras[li]) +
-                                            " (the instance's source configures it)");
+                   (loras[li].value.empty()
+                        ? "without the query's LoRA"
+                        : "with LoRA " + Quoted(loras[li].value) + " (" + loras[li].origin + ")");
           }
           out.detail = "the query's " + std::string(si != 0 ? "cache_salt" : "LoRA") +
                        (si != 0 && li != 0 ? " and LoRA differ" : " differs") + "; " + how +
@@ -196,6 +219,11 @@ class Explainer {
   const PrefixIndex& index_;
   const QueryRequest& request_;
   std::span<const SourceConfig> sources_;
+  std::vector<Scope> scopes_;  // every scope the index interned
+  // At most this many values per field are taken from the stored events' scopes (first seen
+  // first), so that an index of many per-request salts keeps an explanation to a bounded number
+  // of probes.
+  static constexpr size_t kMaxCarried = 64;
 };
 
 }  // namespace

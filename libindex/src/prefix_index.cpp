@@ -1686,4 +1686,9 @@ IndexStats PrefixIndex::stats() const {
   return s;
 }
 
+std::vector<Scope> PrefixIndex::scopes() const {
+  std::shared_lock<RwLock> guard(impl_->lock);
+  return impl_->scopes;
+}
+
 }  // namespace kvindex

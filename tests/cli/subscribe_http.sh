@@ -41,17 +41,11 @@ P2_EP=$PUB_EP
   --http-threads 2 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
 PIDS+=($sub)
-"$PY" - "$PORT" "$P2_EP" <<'PYEOF' || fail "HTTP checks failed (see above)"
-import json, sys, time, urllib.request, urllib.error
-base = "http://127.0.0.1:%s" % sys.argv[1]
-def call(path, body=None, method=None):
-    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    req = urllib.request.Request(base + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+"$PY" - "$PORT" "$P2_EP" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "HTTP checks failed (see above)"
+import json, sys, time, urllib.error
+sys.path.insert(0, sys.argv[3])
+from http_client import Server
+call = Server(sys.argv[1]).call
 deadline = time.time() + 20
 while True:
     try:

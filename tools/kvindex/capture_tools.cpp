@@ -2,6 +2,7 @@
 
 #include <variant>
 
+#include "kvindex/source_counters.h"
 #include "report.h"
 
 namespace kvindex::cli {
@@ -76,23 +77,10 @@ nlohmann::json LoadedCapture::SummaryJson() const {
   for (uint32_t i = 0; i < ingestor_->source_count(); ++i) {
     const SourceId id{i};
     const SourceCounters& c = ingestor_->counters(id);
-    sources.push_back({{"source", SourceDisplayName(ingestor_->config(id))},
-                       {"instance", ingestor_->config(id).name},
-                       {"received", c.sequence.received},
-                       {"applied", c.sequence.applied},
-                       {"events", c.events},
-                       {"malformed", c.sequence.malformed + c.frame_errors},
-                       {"event_errors", c.event_errors},
-                       {"duplicates", c.sequence.duplicates},
-                       {"gaps", c.sequence.gaps},
-                       {"recovered", c.sequence.recovered},
-                       {"lost", c.sequence.lost},
-                       {"restarts", c.sequence.restarts},
-                       {"orphans", c.index.orphans},
-                       {"orphan_replays", c.sequence.orphan_replays},
-                       {"reapplied", c.sequence.reapplied},
-                       {"tokenless", c.index.tokenless},
-                       {"unmapped", c.index.unmapped}});
+    json source = {{"source", SourceDisplayName(ingestor_->config(id))},
+                   {"instance", ingestor_->config(id).name}};
+    AddSourceCounters(source, c, TransportCounters{});  // offline: no transport counters
+    sources.push_back(std::move(source));
   }
   json problems = json::array();
   for (const CaptureProblem& p : problems_) {
@@ -134,7 +122,9 @@ std::string LoadedCapture::RenderSummary() const {
   for (const auto& row : summary["sources"]) {
     sources.AddRow({row["source"].get<std::string>(), FormatCount(row["received"].get<uint64_t>()),
                     FormatCount(row["applied"].get<uint64_t>()),
-                    FormatCount(row["malformed"].get<uint64_t>()),
+                    // The table's malformed column adds the frame errors (docs/cli.md).
+                    FormatCount(row["malformed"].get<uint64_t>() +
+                                row["frame_errors"].get<uint64_t>()),
                     FormatCount(row["gaps"].get<uint64_t>()),
                     FormatCount(row["recovered"].get<uint64_t>()),
                     FormatCount(row["lost"].get<uint64_t>()),

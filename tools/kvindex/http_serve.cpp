@@ -10,6 +10,7 @@
 
 #include "kvindex/ingest.h"
 #include "kvindex/source_spec.h"
+#include "live.h"
 
 namespace kvindex::cli {
 namespace {
@@ -34,8 +35,7 @@ class SubscriberBackend : public ServerBackend {
       for (const SubscriberSourceStatus& st : status.sources) {
         if (st.name != s.name) continue;
         s.counters = st.ingest;
-        s.messages = st.messages;
-        s.bytes = st.bytes;
+        s.transport = TransportOf(st);
         if (st.backfilling) s.state = "backfilling";
       }
       if (unregistered_.count(config.name) != 0) s.state = "unregistered";
@@ -44,21 +44,26 @@ class SubscriberBackend : public ServerBackend {
     return out;
   }
 
-  Status Register(const SourceConfig& config) override {
-    const std::string name = SourceDisplayName(config);
+  Status Register(std::span<const SourceConfig> configs) override {
     {
       std::lock_guard lock(mutex_);
-      for (const SourceConfig& c : configs_) {
-        if (SourceDisplayName(c) == name && unregistered_.count(c.name) == 0) {
-          return Status::InvalidArgument("source '" + name + "' is already registered");
+      for (const SourceConfig& config : configs) {
+        const std::string name = SourceDisplayName(config);
+        for (const SourceConfig& c : configs_) {
+          if (SourceDisplayName(c) == name && unregistered_.count(c.name) == 0) {
+            return Status::InvalidArgument("source '" + name + "' is already registered");
+          }
         }
       }
     }
-    // The subscriber opens the sockets and adds the source on its I/O thread (the index's writer).
-    KVINDEX_RETURN_IF_ERROR(subscriber_->AddSourceWhileRunning(config));
+    // The subscriber opens every socket, then adds the sources, on its I/O thread (the index's
+    // writer); a socket that cannot be opened leaves none added.
+    KVINDEX_RETURN_IF_ERROR(subscriber_->AddSourceWhileRunning(configs));
     std::lock_guard lock(mutex_);
-    configs_.push_back(config);
-    unregistered_.erase(config.name);
+    for (const SourceConfig& config : configs) {
+      configs_.push_back(config);
+      unregistered_.erase(config.name);
+    }
     return Status::Ok();
   }
 

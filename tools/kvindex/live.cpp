@@ -131,43 +131,24 @@ LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run) {
 namespace {
 
 nlohmann::json SourceJson(const SubscriberSourceStatus& s) {
-  const auto& q = s.ingest.sequence;
-  return {{"name", s.name},
-          {"endpoint", s.endpoint},
-          {"received", s.messages},
-          {"bytes", s.bytes},
-          {"batches", q.received},
-          {"replayed", q.replayed},
-          {"applied", q.applied},
-          {"events", s.ingest.events},
-          {"duplicates", q.duplicates},
-          {"gaps", q.gaps},
-          {"recovered", q.recovered},
-          {"lost", q.lost},
-          {"restarts", q.restarts},
-          {"malformed", q.malformed},
-          {"unsupported", s.unsupported},
-          {"frame_errors", s.ingest.frame_errors},
-          {"replay_frame_errors", s.ingest.replay_frame_errors},
-          {"event_errors", s.ingest.event_errors},
-          {"replay_requests", q.replay_requests},
-          {"replay_messages", s.replay_messages},
-          {"replay_timeouts", s.replay_timeouts},
-          {"replay_send_failures", s.replay_send_failures},
-          {"dropped_held", q.dropped_held},
-          {"orphans", s.ingest.index.orphans},
-          {"orphan_replays", q.orphan_replays},
-          {"reapplied", q.reapplied},
-          {"tokenless", s.ingest.index.tokenless},
-          {"unmapped", s.ingest.index.unmapped},
-          {"rejected", s.ingest.index.rejected},
-          {"stored", s.ingest.index.stored},
-          {"removed", s.ingest.index.removed},
-          {"evicted", s.ingest.index.evicted},
-          {"unrecorded", s.unrecorded}};
+  nlohmann::json out = {{"name", s.name}, {"endpoint", s.endpoint}};
+  AddSourceCounters(out, s.ingest, TransportOf(s));
+  return out;
 }
 
 }  // namespace
+
+TransportCounters TransportOf(const SubscriberSourceStatus& s) {
+  TransportCounters t;
+  t.messages = s.messages;
+  t.bytes = s.bytes;
+  t.replay_messages = s.replay_messages;
+  t.replay_timeouts = s.replay_timeouts;
+  t.replay_send_failures = s.replay_send_failures;
+  t.unsupported = s.unsupported;
+  t.unrecorded = s.unrecorded;
+  return t;
+}
 
 nlohmann::json SummaryJson(const SubscriberStatus& status, double elapsed_s) {
   nlohmann::json sources = nlohmann::json::array();
@@ -193,7 +174,7 @@ std::string SummaryText(const SubscriberStatus& status, double elapsed_s) {
     const auto& q = s.ingest.sequence;
     std::snprintf(buf, sizeof buf,
                   "%-24s %10llu %10llu %9llu %9llu %6llu %9llu %6llu %8llu %10llu\n",
-                  s.name.c_str(), static_cast<unsigned long long>(s.messages),
+                  s.name.c_str(), static_cast<unsigned long long>(q.received),
                   static_cast<unsigned long long>(q.applied),
                   static_cast<unsigned long long>(q.malformed + s.ingest.frame_errors),
                   static_cast<unsigned long long>(s.unsupported),

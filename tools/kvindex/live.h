@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/source.h"
+#include "kvindex/source_counters.h"
 #include "kvindex/status.h"
 #include "kvindex/zmq/subscriber.h"
 
@@ -45,6 +46,9 @@ LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run);
 // The summary: one line per source plus a total, as text (stdout), and as JSON.
 std::string SummaryText(const SubscriberStatus& status, double elapsed_s);
 nlohmann::json SummaryJson(const SubscriberStatus& status, double elapsed_s);
+
+// The subscriber's transport counters of one source, for SourceCounterFields().
+TransportCounters TransportOf(const SubscriberSourceStatus& s);
 
 // Writes `json` to FILE ('-' = stdout). kIoError naming the file.
 Status WriteJsonFile(const std::string& path, const nlohmann::json& json);

@@ -209,6 +209,7 @@ Result<EventBatch> ParseLogicalBatch(const std::string& line, const std::string&
         s.scope.lora_id = e["lora_id"].get<int64_t>();
       }
       s.scope.lora_name = opt_str("lora_name");
+      s.scope.salt = opt_str("cache_salt");  // the request's cache_salt (vLLM: in extra_keys)
       s.tier = tier();
       batch.events.push_back(std::move(s));
     } else if (type == "BlockRemoved") {
@@ -849,6 +850,16 @@ Status RunPublishFake(PublishFakeOptions o) {
     KVINDEX_RETURN_IF_ERROR(GenerateEngineItems(o, format, sources, nullptr, &*trace));
   } else if (!o.batches_file.empty()) {
     KVINDEX_RETURN_IF_ERROR(GenerateListedItems(o, sources));
+    if (format == WireFormat::kMooncake || format == WireFormat::kMooncakeSeed) {
+      // Mooncake events carry the model (--model) as the synthetic workload's do.
+      for (Item& item : sources[0].items) {
+        for (Event& event : item.batch->events) {
+          if (auto* stored = std::get_if<BlockStored>(&event); stored && !stored->scope.model) {
+            stored->scope.model = o.model;
+          }
+        }
+      }
+    }
   } else if (o.capture.empty()) {
     synthetic.emplace(o.synth, sources.size());
     KVINDEX_RETURN_IF_ERROR(GenerateEngineItems(o, format, sources, &*synthetic, nullptr));

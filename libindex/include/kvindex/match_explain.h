@@ -8,9 +8,10 @@
 //   unknown-scope       the instance holds nothing of this model for this tenant
 //   block-size          the query's block_size differs from the instance's
 //   short-prompt        the prompt is shorter than one of the instance's blocks
-//   salt                the cache_salt differs (dropping it, or using the source's configured
-//                       salt, would match)
-//   lora                the LoRA differs (likewise)
+//   salt                the cache_salt differs: dropping it, the source's configured salt, or a
+//                       salt the stored events carry (PrefixIndex::scopes(); the first 64 of the
+//                       query's tenant and model) would match; the detail names the value to use
+//   lora                the LoRA differs (likewise: configured, or carried by events)
 //   first-block-absent  the scope is right but the prompt's first block is not cached there
 //
 // Thread safety: as PrefixIndex::Match* (any thread).

@@ -130,6 +130,10 @@ class PrefixIndex {
   // Operations per exclusive critical section of the writer.
   static constexpr uint32_t kWriterChunk = 64;
 
+  // Every scope a block was ever stored in (interned scopes, first-seen order), for diagnostics:
+  // `--explain` tries the salts and LoRAs events carried (match_explain.h). Any thread.
+  std::vector<Scope> scopes() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

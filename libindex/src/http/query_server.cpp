@@ -99,7 +99,7 @@ Result<ApplyResult> LocalBackend::Apply(SourceId source, const EventBatch& batch
     ServedSource& s = sources_[source.value];
     ++s.counters.sequence.received;
     ++s.counters.sequence.applied;
-    ++s.messages;
+    ++s.transport.messages;
     s.counters.events += batch.events.size();
     s.counters.index += result;
   }
@@ -111,8 +111,19 @@ std::vector<ServedSource> LocalBackend::Sources() const {
   return sources_;
 }
 
-Status LocalBackend::Register(const SourceConfig& config) {
-  return AddSource(config).status();
+Status LocalBackend::Register(std::span<const SourceConfig> configs) {
+  {
+    std::lock_guard lock(mutex_);
+    for (const SourceConfig& config : configs) {
+      for (const ServedSource& s : sources_) {
+        if (s.name == SourceDisplayName(config) && s.state != "unregistered") {
+          return Status::InvalidArgument("source '" + s.name + "' is already registered");
+        }
+      }
+    }
+  }
+  for (const SourceConfig& config : configs) KVINDEX_RETURN_IF_ERROR(AddSource(config).status());
+  return Status::Ok();
 }
 
 Result<ApplyResult> LocalBackend::Unregister(const std::string& instance) {
@@ -266,12 +277,12 @@ int QueryServer::Impl::Register(const std::string& body, std::string& out) {
     out = ErrorBody(config.status().message());
     return 400;
   }
-  for (const SourceConfig& source : config->sources) {
-    const Status status = backend->Register(source);
-    if (!status.ok()) {
-      out = ErrorBody("register: " + status.message());
-      return HttpStatusFor(status) == 500 ? 400 : HttpStatusFor(status);
-    }
+  // All ranks or none: a source that cannot be added (already registered, an endpoint that
+  // cannot be bound or connected) leaves no trace in /instances, /global_view or the index.
+  const Status status = backend->Register(config->sources);
+  if (!status.ok()) {
+    out = ErrorBody("register: " + status.message());
+    return HttpStatusFor(status) == 500 ? 400 : HttpStatusFor(status);
   }
   out = Json{{"instance_id", id}, {"status", "registered successfully"}}.dump();
   return 200;
@@ -308,25 +319,8 @@ int QueryServer::Impl::Unregister(const std::string& body, std::string& out) {
 namespace {
 
 Json SourceJson(const ServedSource& s) {
-  const SequencerCounters& q = s.counters.sequence;
-  Json counters = {{"received", q.received},
-                   {"replayed", q.replayed},
-                   {"applied", q.applied},
-                   {"duplicates", q.duplicates},
-                   {"gaps", q.gaps},
-                   {"recovered", q.recovered},
-                   {"lost", q.lost},
-                   {"restarts", q.restarts},
-                   {"malformed", q.malformed},
-                   {"replay_requests", q.replay_requests},
-                   {"frame_errors", s.counters.frame_errors},
-                   {"events", s.counters.events},
-                   {"orphans", s.counters.index.orphans},
-                   {"tokenless", s.counters.index.tokenless},
-                   {"stored", s.counters.index.stored},
-                   {"removed", s.counters.index.removed},
-                   {"messages", s.messages},
-                   {"bytes", s.bytes}};
+  Json counters = Json::object();
+  AddSourceCounters(counters, s.counters, s.transport);
   Json j = {{"name", s.name},
             {"instance", s.config.name},
             {"endpoint", s.config.endpoint},
@@ -392,42 +386,19 @@ std::string QueryServer::Impl::Metrics() {
   std::string out;
   char line[512];
   const std::vector<ServedSource> sources = backend->Sources();
-  struct Counter {
-    const char* name;
-    const char* help;
-    uint64_t (*get)(const ServedSource&);
-  };
-  static const Counter kCounters[] = {
-      {"received", "Live batches received.",
-       [](const ServedSource& s) { return s.counters.sequence.received; }},
-      {"applied", "Batches applied to the index.",
-       [](const ServedSource& s) { return s.counters.sequence.applied; }},
-      {"malformed", "Payloads that did not decode.",
-       [](const ServedSource& s) { return s.counters.sequence.malformed + s.counters.frame_errors; }},
-      {"duplicates", "Batches ignored as already applied.",
-       [](const ServedSource& s) { return s.counters.sequence.duplicates; }},
-      {"gaps", "Sequence gap episodes.",
-       [](const ServedSource& s) { return s.counters.sequence.gaps; }},
-      {"recovered", "Batches recovered by replay.",
-       [](const ServedSource& s) { return s.counters.sequence.recovered; }},
-      {"lost", "Sequences given up on.",
-       [](const ServedSource& s) { return s.counters.sequence.lost; }},
-      {"restarts", "Publisher restarts detected.",
-       [](const ServedSource& s) { return s.counters.sequence.restarts; }},
-      {"orphans", "Blocks not indexed because their parent was unknown.",
-       [](const ServedSource& s) { return s.counters.index.orphans; }},
-      {"tokenless", "Blocks indexed by engine hash only.",
-       [](const ServedSource& s) { return s.counters.index.tokenless; }},
-  };
-  for (const Counter& c : kCounters) {
-    std::snprintf(line, sizeof(line), "# HELP kvindex_source_%s_total %s\n# TYPE kvindex_source_%s_total counter\n",
-                  c.name, c.help, c.name);
-    out += line;
-    for (const ServedSource& s : sources) {
-      out += "kvindex_source_";
-      out += c.name;
-      out += "_total{source=\"" + EscapeLabel(s.name) + "\",instance=\"" +
-             EscapeLabel(s.config.name) + "\"} " + std::to_string(c.get(s)) + "\n";
+  // One family per per-source counter (source_counters.h), in the documented order.
+  std::vector<std::array<SourceCounterField, kSourceCounterCount>> fields;
+  fields.reserve(sources.size());
+  for (const ServedSource& s : sources) fields.push_back(SourceCounterFields(s.counters, s.transport));
+  const auto names = SourceCounterFields({}, {});
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string metric = "kvindex_source_" + std::string(names[i].key) + "_total";
+    out += "# HELP " + metric + " " + std::string(names[i].help) + "\n# TYPE " + metric +
+           " counter\n";
+    for (size_t k = 0; k < sources.size(); ++k) {
+      out += metric + "{source=\"" + EscapeLabel(sources[k].name) + "\",instance=\"" +
+             EscapeLabel(sources[k].config.name) + "\"} " + std::to_string(fields[k][i].value) +
+             "\n";
     }
   }
   const IndexStats stats = index->stats();

@@ -295,6 +295,44 @@ struct Subscriber::Impl : IngestObserver {
     return Status::Ok();
   }
 
+  // A new source's sockets, opened before anything defines it (ingestor, index, capture): a
+  // source whose endpoint cannot be opened leaves no trace (HTTP /register is all or nothing).
+  Result<std::unique_ptr<Source>> OpenSource(const SourceConfig& config) {
+    auto source = std::make_unique<Source>();
+    source->config = config;
+    source->display = SourceDisplayName(config);
+    source->status.name = source->display;
+    source->status.endpoint = config.endpoint;
+    KVINDEX_RETURN_IF_ERROR(OpenSub(*source));
+    if (!config.replay_endpoint.empty()) KVINDEX_RETURN_IF_ERROR(OpenDealer(*source));
+    return source;
+  }
+
+  // Defines an opened source: continues a warmed source with the same definition, else adds it.
+  Status Define(std::unique_ptr<Source> source) {
+    added_any = true;
+    std::optional<SourceId> id;
+    const std::string json = SourceConfigToJson(source->config);
+    for (size_t i = 0; i < ingestor.source_count(); ++i) {
+      if (i < sources.size() && sources[i]) continue;
+      if (SourceConfigToJson(ingestor.config(SourceId{static_cast<uint32_t>(i)})) == json) {
+        id = SourceId{static_cast<uint32_t>(i)};
+        break;
+      }
+    }
+    if (!id) {
+      KVINDEX_ASSIGN_OR_RETURN(SourceId added, ingestor.AddSource(source->config));
+      id = added;
+    }
+    source->id = *id;
+    if (recorder != nullptr) {
+      KVINDEX_RETURN_IF_ERROR(recorder->WriteSourceDefinition(*id, json, RealtimeNs()));
+    }
+    if (sources.size() <= id->value) sources.resize(id->value + 1);
+    sources[id->value] = std::move(source);
+    return Status::Ok();
+  }
+
   // Sends the requests the ingestor made; a source that cannot be asked gives up at once (its
   // `timeout` record first, so a replay of the capture gives up at the same point).
   void FlushRequests() {
@@ -499,36 +537,8 @@ Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
 }
 
 Status Subscriber::AddSource(const SourceConfig& config) {
-  Impl& m = *impl_;
-  m.added_any = true;
-  // Continue a warmed source with the same definition.
-  std::optional<SourceId> id;
-  const std::string json = SourceConfigToJson(config);
-  for (size_t i = 0; i < m.ingestor.source_count(); ++i) {
-    if (i < m.sources.size() && m.sources[i]) continue;
-    if (SourceConfigToJson(m.ingestor.config(SourceId{static_cast<uint32_t>(i)})) == json) {
-      id = SourceId{static_cast<uint32_t>(i)};
-      break;
-    }
-  }
-  if (!id) {
-    KVINDEX_ASSIGN_OR_RETURN(SourceId added, m.ingestor.AddSource(config));
-    id = added;
-  }
-  auto source = std::make_unique<Impl::Source>();
-  source->id = *id;
-  source->config = config;
-  source->display = SourceDisplayName(config);
-  source->status.name = source->display;
-  source->status.endpoint = config.endpoint;
-  KVINDEX_RETURN_IF_ERROR(m.OpenSub(*source));
-  if (!config.replay_endpoint.empty()) KVINDEX_RETURN_IF_ERROR(m.OpenDealer(*source));
-  if (m.recorder != nullptr) {
-    KVINDEX_RETURN_IF_ERROR(m.recorder->WriteSourceDefinition(*id, json, RealtimeNs()));
-  }
-  if (m.sources.size() <= id->value) m.sources.resize(id->value + 1);
-  m.sources[id->value] = std::move(source);
-  return Status::Ok();
+  KVINDEX_ASSIGN_OR_RETURN(auto source, impl_->OpenSource(config));
+  return impl_->Define(std::move(source));
 }
 
 Status Subscriber::Run() {
@@ -648,32 +658,49 @@ void Subscriber::Submit(std::function<void(Ingestor&)> task) {
   (void)!write(impl_->wake_fd, &one, sizeof(one));
 }
 
-Status Subscriber::AddSourceWhileRunning(const SourceConfig& config,
+Status Subscriber::AddSourceWhileRunning(std::span<const SourceConfig> configs,
                                          std::chrono::milliseconds timeout) {
   auto done = std::make_shared<std::promise<Status>>();
   std::future<Status> result = done->get_future();
-  Submit([this, config, done](Ingestor&) {
+  Submit([this, wanted = std::vector<SourceConfig>(configs.begin(), configs.end()), done](Ingestor&) {
     Impl& m = *impl_;
-    const Status added = AddSource(config);
+    // Every socket first: one that cannot be opened leaves none of them defined.
+    std::vector<std::unique_ptr<Impl::Source>> opened;
+    for (const SourceConfig& config : wanted) {
+      Result<std::unique_ptr<Impl::Source>> source = m.OpenSource(config);
+      if (!source.ok()) {
+        done->set_value(source.status());
+        return;
+      }
+      opened.push_back(std::move(*source));
+    }
+    Status added;
+    for (auto& source : opened) {
+      added = m.Define(std::move(source));
+      if (!added.ok()) break;
+    }
     if (added.ok()) {
       m.sockets_changed = true;  // Run() rebuilds its poll list after this cycle
-      const std::string display = SourceDisplayName(config);
-      for (auto& s : m.sources) {
-        if (!s || s->display != display || s->config.endpoint != config.endpoint) continue;
-        if (m.options.backfill && s->dealer) {
-          if (m.recorder != nullptr) {
-            m.Record(m.recorder->WriteText(CaptureRecordType::kNote, s->id, RealtimeNs(),
-                                           kBackfillNote));
+      for (const SourceConfig& config : wanted) {
+        const std::string display = SourceDisplayName(config);
+        for (auto& s : m.sources) {
+          if (!s || s->display != display || s->config.endpoint != config.endpoint) continue;
+          if (m.options.backfill && s->dealer) {
+            if (m.recorder != nullptr) {
+              m.Record(m.recorder->WriteText(CaptureRecordType::kNote, s->id, RealtimeNs(),
+                                             kBackfillNote));
+            }
+            m.ingestor.StartBackfill(s->id);
+            m.FlushRequests();
           }
-          m.ingestor.StartBackfill(s->id);
-          m.FlushRequests();
         }
       }
     }
     done->set_value(added);
   });
   if (result.wait_for(timeout) != std::future_status::ready) {
-    return Status::Unavailable("adding source '" + SourceDisplayName(config) +
+    return Status::Unavailable("adding source '" +
+                               (configs.empty() ? std::string() : SourceDisplayName(configs[0])) +
                                "': the subscriber's I/O loop is not running");
   }
   return result.get();

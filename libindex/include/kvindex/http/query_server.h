@@ -20,12 +20,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kvindex/ingest.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/source.h"
+#include "kvindex/source_counters.h"
 #include "kvindex/status.h"
 
 namespace kvindex {
@@ -36,8 +38,7 @@ struct ServedSource {
   SourceConfig config;
   std::string state;  // "live", "backfilling", "unregistered", ...
   SourceCounters counters;
-  uint64_t messages = 0;  // live messages received
-  uint64_t bytes = 0;
+  TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
 };
 
 // What the process knows besides the index, and the writer-side operations.
@@ -46,9 +47,11 @@ class ServerBackend {
   virtual ~ServerBackend() = default;
   // A snapshot of every source. Any thread.
   virtual std::vector<ServedSource> Sources() const = 0;
-  // Adds a source (POST /register). Runs on the index's writer; blocks until done.
-  // kUnsupported when this process cannot add sources while running.
-  virtual Status Register(const SourceConfig& config) = 0;
+  // Adds the sources of one POST /register (one per DP rank) on the index's writer; blocks until
+  // done. All or nothing: on failure (a source already registered, an endpoint that cannot be
+  // opened) none of them is added or listed. kUnsupported when this process cannot add sources
+  // while running.
+  virtual Status Register(std::span<const SourceConfig> configs) = 0;
   // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
   // until done. kNotFound for an unknown instance.
   virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
@@ -63,7 +66,7 @@ class LocalBackend : public ServerBackend {
   Result<ApplyResult> Apply(SourceId source, const EventBatch& batch);
 
   std::vector<ServedSource> Sources() const override;
-  Status Register(const SourceConfig& config) override;
+  Status Register(std::span<const SourceConfig> configs) override;
   Result<ApplyResult> Unregister(const std::string& instance) override;
 
  private:

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,11 +105,12 @@ class Subscriber {
   // kUnavailable when it cannot be bound. Call before Run().
   Status AddSource(const SourceConfig& config);
 
-  // Adds a source while Run() runs (HTTP /register): AddSource() and, with a replay endpoint, the
-  // backfill happen on the I/O thread between messages, which then polls the new sockets too.
-  // Blocks until done; kUnavailable when Run() does not take it within `timeout` (not running).
-  // Any thread but the I/O thread.
-  Status AddSourceWhileRunning(const SourceConfig& config,
+  // Adds sources while Run() runs (HTTP /register, one per DP rank): AddSource() and, with a
+  // replay endpoint, the backfill happen on the I/O thread between messages, which then polls the
+  // new sockets too. Every socket is opened before any source is defined, so when one cannot be
+  // opened (AddSource()'s errors) none is added. Blocks until done; kUnavailable when Run() does
+  // not take it within `timeout` (not running). Any thread but the I/O thread.
+  Status AddSourceWhileRunning(std::span<const SourceConfig> configs,
                                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // The I/O loop, on the calling thread, until Stop(), max_messages, or a fatal error (strict
