@@ -1160,6 +1160,7 @@ struct PrefixIndex::Impl {
     uint64_t seed;
     uint32_t seen;
     uint16_t mask;
+    uint16_t last_mask;  // the tiers it matched the last fully walked block in
   };
   struct Scratch {
     std::vector<Member> members;
@@ -1169,6 +1170,7 @@ struct PrefixIndex::Impl {
     std::vector<uint32_t> holder_depth;
     std::vector<std::vector<uint32_t>> serves;  // store holder -> members it serves
     std::vector<uint32_t> alive;
+    std::vector<uint16_t> advanced;  // holders whose prefix grew at the last fully walked block
     std::vector<uint32_t> group;
     std::vector<PrefixHash> hashes;
     std::vector<uint64_t> keys;       // prefix hash per depth (pipelined resolution)
@@ -1209,11 +1211,41 @@ struct PrefixIndex::Impl {
     }
     const bool touching = evicting();
     const uint64_t base = touching ? clock.fetch_add(n, std::memory_order_relaxed) : 0;
+    // Runs: consecutive blocks of a prompt are usually held by the same holders in the same tiers,
+    // stored in the same order (a shared prefix, one instance's own chain). A block whose presence
+    // array equals the last fully walked block's has the same outcome: every alive member goes on
+    // with the same tiers and the same holders' prefixes grow. Such blocks are only counted
+    // (`run`) and credited at once when the run ends, instead of walking their presences.
+    const Presence* run_p = nullptr;
+    uint16_t run_count = 0;
+    uint32_t run = 0;
+    sc.advanced.clear();
+    auto end_run = [&] {
+      if (run == 0) return;
+      for (uint32_t li : sc.alive) {
+        Member& x = m[li];
+        x.matched += run;
+        uint32_t* counts = &sc.tier_counts[static_cast<size_t>(li) * sc.ntiers];
+        for (uint16_t bits = x.last_mask; bits != 0; bits &= static_cast<uint16_t>(bits - 1)) {
+          counts[std::countr_zero(bits)] += run;
+        }
+      }
+      for (uint16_t h : sc.advanced) sc.holder_depth[h] += run;
+      run = 0;
+    };
     for (size_t d = 0; d < n && !sc.alive.empty(); ++d) {
       const uint32_t idx = resolve(d);
       if (idx == kNone) break;
       const Block& b = block(idx);
       const Presence* p = b.data();
+      if (run_p != nullptr && b.count == run_count &&
+          std::memcmp(p, run_p, b.count * sizeof(Presence)) == 0) {
+        ++run;
+        if (touching) touch(idx).store(base + d, std::memory_order_relaxed);
+        continue;
+      }
+      end_run();
+      sc.advanced.clear();
       const uint32_t stamp = static_cast<uint32_t>(d + 1);
       for (uint16_t i = 0; i < b.count; ++i) {
         const uint16_t h = p[i].holder;
@@ -1221,7 +1253,10 @@ struct PrefixIndex::Impl {
         if (li >= 0 && m[li].matched == d) {
           m[li].mask |= p[i].tiers;
           m[li].seen = stamp;
-          if (sc.holder_depth[h] == d) sc.holder_depth[h] = stamp;
+          if (sc.holder_depth[h] == d) {
+            sc.holder_depth[h] = stamp;
+            sc.advanced.push_back(h);
+          }
         }
         if (any_serving) {
           for (uint32_t lj : sc.serves[h]) {
@@ -1241,6 +1276,7 @@ struct PrefixIndex::Impl {
         for (uint16_t bits = x.mask; bits != 0; bits &= static_cast<uint16_t>(bits - 1)) {
           ++counts[std::countr_zero(bits)];
         }
+        x.last_mask = x.mask;
         x.mask = 0;
         sc.alive[out++] = li;
       }
@@ -1248,7 +1284,10 @@ struct PrefixIndex::Impl {
       if (touching && out > 0) {
         touch(idx).store(base + d, std::memory_order_relaxed);
       }
+      run_p = p;
+      run_count = b.count;
     }
+    end_run();
     for (uint32_t li : sc.group) {
       const uint16_t only = inst_q[m[li].inst].holder;
       if (only != kNoHolder) {
@@ -1282,6 +1321,7 @@ struct PrefixIndex::Impl {
       x.seed = inst.seed;
       x.seen = 0;
       x.mask = 0;
+      x.last_mask = 0;
       sc.members.push_back(x);
     };
     if (!q.instances.empty()) {
