@@ -5,7 +5,8 @@
 # process on a second source. Baseline: the same generator at 1 connection with no ingest.
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000 for a smoke run). Raw results: bench/results/http-<short commit>.json.
+#   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000, STREAM_EPB=50 events per
+#   batch; OUT_SUFFIX names the result). Raw results: bench/results/http-<short commit><OUT_SUFFIX>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -16,7 +17,7 @@ KVINDEX=$BUILD/tools/kvindex/kvindex
 LOAD=$BUILD/bench/http_load
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 commit=$(git rev-parse --short=12 HEAD)
-out=bench/results/http-$commit.json
+out=bench/results/http-$commit${OUT_SUFFIX:-}.json
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
@@ -26,6 +27,7 @@ stream_port=$((fill_port + 1))
 http_port=$((fill_port + 2))
 FILL_PROMPTS=${FILL_PROMPTS:-8200}     # x 128 blocks = 1,049,600 presences
 STREAM_BPS=${STREAM_BPS:-200000}     # blocks/s: 4,000 batches/s of 50 one-block events
+STREAM_EPB=${STREAM_EPB:-50}         # one-block events per batch (500: 400 batches/s, an engine step every 2.5 ms)
 "$KVINDEX" subscribe \
   --source "fill=vllm@tcp://127.0.0.1:$fill_port,model=fake-model,block-size=16" \
   --source "stream=vllm@tcp://127.0.0.1:$stream_port,model=stream-model,block-size=16" \
@@ -82,11 +84,11 @@ echo "== baseline: 1 connection, no ingest" >&2
   --connections 1 --out "$tmp/baseline.json" >&2 || true
 
 t1=$(server_time)
-echo "== loaded: $CONNS connections, publish-fake streaming $STREAM_BPS blocks/s" >&2
+echo "== loaded: $CONNS connections, publish-fake streaming $STREAM_BPS blocks/s in batches of $STREAM_EPB" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
-batches=$(( (STREAM_BPS / 50) * (DURATION + 4) ))
-"$KVINDEX" publish-fake --format vllm --count "$batches" --rate $((STREAM_BPS / 50)) \
-  --events-per-batch 50 --block-size 16 --prompt-blocks 1 --prefix-blocks 0 \
+batches=$(( (STREAM_BPS / STREAM_EPB) * (DURATION + 4) ))
+"$KVINDEX" publish-fake --format vllm --count "$batches" --rate $((STREAM_BPS / STREAM_EPB)) \
+  --events-per-batch "$STREAM_EPB" --block-size 16 --prompt-blocks 1 --prefix-blocks 0 \
   --capacity 100000000 --seed 12 --model stream-model --port "$stream_port" \
   --wait-subscribers 1 --wait-timeout 20 --linger 1 --json "$tmp/stream.json" \
   >/dev/null 2>"$tmp/stream.err" &
