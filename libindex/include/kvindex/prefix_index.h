@@ -12,8 +12,9 @@
 // must be called from one thread at a time (the writer). Match*() and stats() may be called from
 // any number of other threads concurrently with the writer: readers hold a shared lock for one
 // query, the writer takes the exclusive lock for at most kWriterChunk block operations at a time
-// (token hashing and the rehash of a growing table happen outside the lock), and the lock prefers
-// the writer, so neither side stalls the other for longer than one short critical section.
+// (token hashing of events of more than 4 blocks and the rehash of a growing table happen outside
+// the lock), and the lock prefers the writer, so neither side stalls the other for longer than
+// one short critical section.
 #ifndef KVINDEX_PREFIX_INDEX_H_
 #define KVINDEX_PREFIX_INDEX_H_
 
