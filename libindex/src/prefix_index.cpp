@@ -1415,8 +1415,9 @@ struct PrefixIndex::Impl {
       // chain stored by one event gets consecutive records (AllocBlock), so most of a long
       // prompt's blocks lie side by side and the guess skips the table slot and its cache miss.
       // A guess is only a candidate: verification compares the full key and requires a live
-      // record (count > 0; a freed record keeps its stale key), exactly as for a tag hit, and a
-      // failed guess falls back to the table (whose slot was prefetched) and stops guessing until
+      // record (count > 0; a freed record keeps its stale key), exactly as for a tag hit. While
+      // guessing, keys get no slot prefetch (the guess makes it useless); a failed guess issues
+      // the prefetches of the keys made since, falls back to the table, and stops guessing until
       // two verified depths are adjacent again.
       constexpr size_t kSlotAhead = 16;
       constexpr size_t kRecAhead = 8;
