@@ -208,7 +208,7 @@ Status CaptureWriter::FinishRecord() {
   if (!coalescing_ || pending_.size() >= kCaptureCoalesceBytes) {
     KVINDEX_RETURN_IF_ERROR(Flush());
   }
-  KVINDEX_RETURN_IF_ERROR(MaybeSync());
+  if (!coalescing_) KVINDEX_RETURN_IF_ERROR(MaybeSync());  // coalescing: the owner's per cycle
   return MaybeRotate();
 }
 

@@ -92,7 +92,8 @@ struct CaptureProblem {
 };
 
 struct CaptureWriterOptions {
-  // fsync(2) at most this often (checked on each write and by MaybeSync()); 0 = after every record.
+  // fsync(2) at most this often (checked on each write when not coalescing, and by MaybeSync());
+  // 0 = after every record (when coalescing: after every MaybeSync()).
   std::chrono::milliseconds fsync_interval{1000};
   // Start a new file once the current one exceeds this many bytes (0 = never).
   uint64_t rotate_bytes = 0;
@@ -130,7 +131,8 @@ class CaptureWriter {
   // kCaptureCoalesceBytes or more, before an fsync or a rotation, by Close(), and when coalescing
   // is turned off. Off by default (one write(2) per record). A caller that turns it on promises to
   // Flush() before it waits for input again, so that a record still reaches the kernel before the
-  // next poll cycle.
+  // next poll cycle, and to call MaybeSync() then (the fsync interval is not checked per record
+  // while coalescing: reading the clock per record was a visible share of recording).
   void set_coalescing(bool on);
   bool coalescing() const { return coalescing_; }
   // Writes the buffered records (one write(2)); a no-op when nothing is buffered. On failure the
