@@ -692,12 +692,9 @@ Status PublishLive(const PublishFakeOptions& o, std::vector<SourceInfo>& sources
       if (paced_by_capture) {
         KVINDEX_RETURN_IF_ERROR(SleepServing(run, start + std::chrono::nanoseconds(item.offset_ns)));
       } else if (o.rate > 0) {
-        // Batches due within the next millisecond go out together: the average rate is exact and
-        // the jitter at most 1 ms, while a sleep and a wake-up per batch cost this process (and
-        // the machine it shares with the subscriber under test) ~90 us per batch at 4,000/s.
         const auto due = start + std::chrono::nanoseconds(
                                      static_cast<int64_t>(static_cast<double>(step.index) * 1e9 / o.rate));
-        KVINDEX_RETURN_IF_ERROR(SleepServing(run, due - std::chrono::milliseconds(1)));
+        KVINDEX_RETURN_IF_ERROR(SleepServing(run, due));
       }
     }
     if (item.restart) pub.ClearRing();
