@@ -13,7 +13,7 @@
 #include "kvindex/http/query_server.h"
 #include "kvindex/query_json.h"
 #include "kvindex/prefix_index.h"
-#include "prefix_index_builders.h"
+#include "http_world.h"
 
 namespace kvindex {
 namespace {
@@ -21,17 +21,6 @@ namespace {
 using Json = nlohmann::json;
 using test::Batch;
 using test::Stored;
-
-SourceConfig Source(std::string name, std::string endpoint, std::optional<DpRank> rank = 0) {
-  SourceConfig c;
-  c.name = std::move(name);
-  c.format = "vllm";
-  c.endpoint = std::move(endpoint);
-  c.model = "m";
-  c.block_size = 4;
-  c.dp_rank = rank;
-  return c;
-}
 
 // vllm-0 rank 0: blocks [1..4][5..8] on GPU; vllm-0 rank 1: [1..4]; vllm-1: [1..4] on GPU and CPU.
 struct Fixture {
@@ -42,14 +31,11 @@ struct Fixture {
   std::unique_ptr<httplib::Client> client;
 
   explicit Fixture(bool compat = false) {
-    a0 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5557", 0));
-    a1 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5558", 1));
-    b = *backend.AddSource(Source("vllm-1", "tcp://10.0.0.6:5557", 0));
-    REQUIRE(backend.Apply(a0, Batch({Stored({11, 12}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8})}))
-                .ok());
-    REQUIRE(backend.Apply(a1, Batch({Stored({21}, std::nullopt, {1, 2, 3, 4})})).ok());
-    REQUIRE(backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4})})).ok());
-    REQUIRE(backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4}, Tier::Cpu())})).ok());
+    auto world = test::FillHttpWorld(backend);
+    REQUIRE(world.ok());
+    a0 = world->a0;
+    a1 = world->a1;
+    b = world->b;
     QueryServerOptions options;
     options.port = 0;
     options.threads = 2;

@@ -17,22 +17,11 @@
 
 #include "kvindex/http/query_server.h"
 #include "kvindex/prefix_index.h"
-#include "prefix_index_builders.h"
+#include "http_world.h"
 
 namespace {
 
 using namespace kvindex;
-
-SourceConfig Source(std::string name, std::string endpoint, DpRank rank) {
-  SourceConfig c;
-  c.name = std::move(name);
-  c.format = "vllm";
-  c.endpoint = std::move(endpoint);
-  c.model = "m";
-  c.block_size = 4;
-  c.dp_rank = rank;
-  return c;
-}
 
 struct World {
   PrefixIndex index;
@@ -40,17 +29,7 @@ struct World {
   std::unique_ptr<QueryServer> server;
 
   World() {
-    using test::Batch;
-    using test::Stored;
-    const SourceId a0 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5557", 0));
-    const SourceId a1 = *backend.AddSource(Source("vllm-0", "tcp://10.0.0.5:5558", 1));
-    const SourceId b = *backend.AddSource(Source("vllm-1", "tcp://10.0.0.6:5557", 0));
-    if (!backend.Apply(a0, Batch({Stored({11, 12}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8})})).ok() ||
-        !backend.Apply(a1, Batch({Stored({21}, std::nullopt, {1, 2, 3, 4})})).ok() ||
-        !backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4})})).ok() ||
-        !backend.Apply(b, Batch({Stored({31}, std::nullopt, {1, 2, 3, 4}, Tier::Cpu())})).ok()) {
-      std::abort();
-    }
+    if (!test::FillHttpWorld(backend).ok()) std::abort();
     QueryServerOptions options;
     options.listen = false;
     auto started = QueryServer::Start(index, backend, options);
