@@ -163,14 +163,7 @@ class SourceSequencer {
       // Backfill, but live batches received meanwhile are older than the ring's oldest (the
       // ring was read after they left it): they are the oldest data there is, so they start the
       // stream, and this batch is handled below like any replayed one.
-      initialized_ = true;
-      backfilling_ = false;
-      auto first = held_.begin();
-      SetWatermark(first->first);
-      sink.Apply(first->first, std::move(first->second));
-      ++counters_.applied;
-      held_.erase(first);
-      Drain(sink);
+      StartFromOldestHeld(sink);
     }
     if (!initialized_) {
       // Backfill: the first replayed batch sets the watermark (older ones left the ring).
@@ -203,12 +196,7 @@ class SourceSequencer {
     if (!IsNext(seq)) {
       // The publisher no longer holds the batches before `seq`: those held (received live) are
       // applied in order, the others are lost.
-      while (!held_.empty() && held_.begin()->first < seq) {
-        auto first = held_.begin();
-        if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
-        ApplyNext(first->first, std::move(first->second), sink);
-        held_.erase(first);
-      }
+      while (!held_.empty() && held_.begin()->first < seq) ApplyOldestHeld(sink);
       if (!IsNext(seq)) Lose(NextSeq(), seq - NextSeq(), sink);
     }
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
@@ -258,24 +246,13 @@ class SourceSequencer {
       if (!backfilling_) return;
       backfilling_ = false;
       if (held_.empty()) return;
-      initialized_ = true;
-      auto first = held_.begin();
-      SetWatermark(first->first);
-      sink.Apply(first->first, std::move(first->second));
-      ++counters_.applied;
-      held_.erase(first);
-      Drain(sink);
+      StartFromOldestHeld(sink);
       // Holes among the held batches may be in the ring by now (published after it was read):
       // ask for them like any gap.
       if (!held_.empty()) OpenHole(sink);
       return;
     }
-    while (!held_.empty()) {
-      auto first = held_.begin();
-      if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
-      ApplyNext(first->first, std::move(first->second), sink);
-      held_.erase(first);
-    }
+    while (!held_.empty()) ApplyOldestHeld(sink);
     if (HorizonAhead()) Lose(NextSeq(), horizon_ - NextSeq() + 1, sink), SetWatermark(horizon_);
   }
 
@@ -311,6 +288,28 @@ class SourceSequencer {
     SetWatermark(seq);
     sink.Apply(seq, std::move(item));
     ++counters_.applied;
+  }
+
+  // The oldest held batch starts the stream (it sets the watermark); held batches after it follow.
+  template <typename Sink>
+  void StartFromOldestHeld(Sink& sink) {
+    initialized_ = true;
+    backfilling_ = false;
+    auto first = held_.begin();
+    SetWatermark(first->first);
+    sink.Apply(first->first, std::move(first->second));
+    ++counters_.applied;
+    held_.erase(first);
+    Drain(sink);
+  }
+
+  // Applies the oldest held batch; the sequences missing before it are lost.
+  template <typename Sink>
+  void ApplyOldestHeld(Sink& sink) {
+    auto first = held_.begin();
+    if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
+    ApplyNext(first->first, std::move(first->second), sink);
+    held_.erase(first);
   }
 
   template <typename Sink>
