@@ -92,7 +92,9 @@ void BM_CaptureRead(benchmark::State& state) {
 }
 BENCHMARK(BM_CaptureRead)->Unit(benchmark::kMillisecond);
 
-void BM_CaptureDecode(benchmark::State& state) {
+// Reads the capture and calls `decode(payload)` (returning the events decoded) per message.
+template <typename Decode>
+void ReadAndDecode(benchmark::State& state, Decode&& decode) {
   const std::string& path = CapturePath();
   for (auto _ : state) {
     auto reader = kvindex::CaptureReader::Open({path});
@@ -100,33 +102,30 @@ void BM_CaptureDecode(benchmark::State& state) {
     int64_t events = 0;
     while ((*reader)->Next(record)) {
       if (record.type != kvindex::CaptureRecordType::kMessage) continue;
-      auto batch = kvindex::DecodeEventBatch(record.frames[2]);
-      events += batch.ok() ? static_cast<int64_t>(batch->events.size()) : 0;
+      events += decode(record.frames[2]);
     }
     benchmark::DoNotOptimize(events);
   }
   state.SetItemsProcessed(state.iterations() * kBatches);
+}
+
+void BM_CaptureDecode(benchmark::State& state) {
+  ReadAndDecode(state, [](std::span<const std::byte> payload) -> int64_t {
+    auto batch = kvindex::DecodeEventBatch(payload);
+    return batch.ok() ? static_cast<int64_t>(batch->events.size()) : 0;
+  });
 }
 BENCHMARK(BM_CaptureDecode)->Unit(benchmark::kMillisecond);
 
 // As BM_CaptureDecode, but into one reused EventBatch (DecodeEventBatchInto), as the Ingestor
 // decodes: the decode stage of BM_CaptureReplay.
 void BM_CaptureDecodeInto(benchmark::State& state) {
-  const std::string& path = CapturePath();
   kvindex::EventBatch batch;
-  for (auto _ : state) {
-    auto reader = kvindex::CaptureReader::Open({path});
-    kvindex::CaptureRecord record;
-    int64_t events = 0;
-    while ((*reader)->Next(record)) {
-      if (record.type != kvindex::CaptureRecordType::kMessage) continue;
-      if (kvindex::DecodeEventBatchInto(record.frames[2], batch).ok()) {
-        events += static_cast<int64_t>(batch.events.size());
-      }
-    }
-    benchmark::DoNotOptimize(events);
-  }
-  state.SetItemsProcessed(state.iterations() * kBatches);
+  ReadAndDecode(state, [&batch](std::span<const std::byte> payload) -> int64_t {
+    return kvindex::DecodeEventBatchInto(payload, batch).ok()
+               ? static_cast<int64_t>(batch.events.size())
+               : 0;
+  });
 }
 BENCHMARK(BM_CaptureDecodeInto)->Unit(benchmark::kMillisecond);
 
