@@ -121,8 +121,14 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
                   "'conductor': /query answers without the \"data\" wrapper, as the upstream "
                   "conductor does")
       ->check(CLI::IsMember({"conductor"}));
-  cmd->add_option("--http-threads", options.threads, "HTTP worker threads (default 4)")
+  cmd->add_option("--http-threads", options.threads,
+                  "HTTP worker threads kept running (default 4); a worker is started for each "
+                  "further open connection, up to --http-max-connections")
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--http-max-connections", options.max_connections,
+                  "HTTP connections served at once, one worker thread each (default 1024); more "
+                  "wait for a free worker")
+      ->check(CLI::Range(1, 65536));
 }
 
 Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
@@ -155,6 +161,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   server_options.host = host_port.first;
   server_options.port = host_port.second;
   server_options.threads = options.threads;
+  server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";
   KVINDEX_ASSIGN_OR_RETURN(serving->server,
                            QueryServer::Start(index, *serving->backend, server_options));

@@ -23,9 +23,10 @@ struct HttpCliOptions {
   bool given = false;
   std::string compat;   // --compat: "" or "conductor"
   size_t threads = 4;   // --http-threads
+  size_t max_connections = 1024;  // --http-max-connections
 };
 
-// Adds --http, --compat and --http-threads to `cmd`.
+// Adds --http, --compat, --http-threads and --http-max-connections to `cmd`.
 void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options);
 
 class HttpServing;  // the running server and its backend

@@ -1,11 +1,17 @@
 // QueryServer: cpp-httplib glue around a transport-free request handler (Handle()).
 #include "kvindex/http/query_server.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <list>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -56,6 +62,98 @@ std::string EndpointHost(const std::string& endpoint) {
   const size_t colon = rest.rfind(':');
   return colon == std::string::npos ? rest : rest.substr(0, colon);
 }
+
+// cpp-httplib serves a keep-alive connection on one worker until the connection closes or stays
+// idle past the keep-alive timeout. With its fixed ThreadPool of N workers, connection N+1 waits
+// until one of the first N goes quiet: a router whose connection pool is larger than N saw some
+// of its queries wait seconds, or forever while the other connections stayed busy. This queue
+// keeps `min_workers` threads and starts another whenever a connection arrives while no worker is
+// idle, up to `max_workers` (beyond that a connection waits for the first free worker); a worker
+// above `min_workers` that stays idle for kRetireAfter exits.
+class ConnectionWorkers final : public httplib::TaskQueue {
+ public:
+  static constexpr std::chrono::seconds kRetireAfter{10};
+
+  ConnectionWorkers(size_t min_workers, size_t max_workers)
+      : min_(min_workers), max_(std::max(min_workers, max_workers)) {
+    std::lock_guard lock(mutex_);
+    while (live_ < min_) Spawn();
+  }
+  ~ConnectionWorkers() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(mutex_);
+    Reap();
+    jobs_.push_back(std::move(fn));
+    if (idle_ < jobs_.size() && live_ < max_) Spawn();
+    wake_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      if (shutdown_) return;
+      shutdown_ = true;
+    }
+    wake_.notify_all();
+    for (auto& worker : workers_) worker.thread.join();
+    workers_.clear();
+  }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    bool done = false;
+  };
+
+  void Spawn() {  // mutex_ held
+    workers_.emplace_back();
+    Worker* self = &workers_.back();
+    ++live_;
+    self->thread = std::thread([this, self] { Run(*self); });
+  }
+
+  void Reap() {  // mutex_ held: join workers that retired (they no longer need the mutex)
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (it->done) {
+        it->thread.join();
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void Run(Worker& self) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      const bool woken = wake_.wait_for(lock, kRetireAfter, [this] { return !jobs_.empty() || shutdown_; });
+      --idle_;
+      if (jobs_.empty()) {
+        if (shutdown_ || (!woken && live_ > min_)) break;
+        continue;
+      }
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+    --live_;
+    self.done = true;
+  }
+
+  const size_t min_;
+  const size_t max_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::list<Worker> workers_;  // stable addresses: each thread holds its own entry
+  size_t live_ = 0;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
 
 std::string EscapeLabel(std::string_view value) {
   std::string out;
@@ -541,7 +639,10 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   Impl* raw = impl.get();
   httplib::Server& server = impl->server;
   const size_t threads = options.threads == 0 ? 1 : options.threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t max_connections = std::max(threads, options.max_connections);
+  server.new_task_queue = [threads, max_connections] {
+    return new ConnectionWorkers(threads, max_connections);
+  };
   server.set_payload_max_length(kMaxQueryBodyBytes);
   // cpp-httplib writes headers and body separately: without TCP_NODELAY, Nagle's algorithm and the
   // client's delayed ACK hold every answer for ~40 ms.

@@ -78,7 +78,10 @@ class LocalBackend : public ServerBackend {
 struct QueryServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
-  size_t threads = 4;     // worker threads
+  size_t threads = 4;     // worker threads kept running
+  // Connections served at once: a keep-alive connection holds one worker thread while it is open,
+  // so a worker is started per connection beyond `threads`, up to this many (more wait).
+  size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
   bool conductor_compat = false;
   // false: bind nothing and start no thread; only Handle() answers (the fuzz target).

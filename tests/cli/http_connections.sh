@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `subscribe --http-threads N --http-max-connections M`: a keep-alive connection holds one worker
+# while it is open, so more open connections than --http-threads must still be answered (a fixed
+# pool of N workers left connection N+1 waiting for as long as the first N stayed busy), and at
+# --http-max-connections a further connection waits until one closes.
+. "$(dirname "$0")/lib.sh"
+PY=${KVINDEX_PYTHON:-/usr/bin/python3}
+
+run "$KVINDEX" subscribe --source a=vllm@tcp://127.0.0.1:1,model=m --http 127.0.0.1:1 --http-max-connections 0
+expect_status 2 "--http-max-connections 0"
+expect_stderr_contains "--http-max-connections"
+run "$KVINDEX" subscribe --source a=vllm@tcp://127.0.0.1:1,model=m --http 127.0.0.1:1 --http-max-connections x
+expect_status 2 "--http-max-connections x"
+run "$KVINDEX" subscribe --help
+expect_stdout_contains "--http-max-connections"
+
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$KVINDEX" subscribe --source "a=vllm@tcp://127.0.0.1:1,model=m,block-size=4" --http "127.0.0.1:$PORT" \
+  --http-threads 2 --http-max-connections 5 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
+sub=$!
+PIDS+=($sub)
+"$PY" - "$PORT" <<'PYEOF' || fail "connection checks failed (see above)"
+import http.client, json, socket, sys, time
+port = int(sys.argv[1])
+body = json.dumps({"model": "m", "token_ids": [1, 2, 3, 4]})
+want = {"data": {"default": {"a": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0}}}}}
+
+def connect():
+    deadline = time.time() + 20
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.connect()
+            return c
+        except OSError:
+            if time.time() > deadline:
+                sys.exit("no server")
+            time.sleep(0.1)
+
+def ask(c):
+    c.request("POST", "/query", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    text = r.read()
+    assert r.status == 200 and json.loads(text) == want, (r.status, text)
+
+def answered_within(c, seconds):
+    """Sends a query on c and says whether its answer arrived within `seconds`."""
+    c.request("POST", "/query", body, {"Content-Type": "application/json"})
+    c.sock.settimeout(seconds)
+    try:
+        r = c.getresponse()
+    except socket.timeout:
+        return False
+    finally:
+        c.sock.settimeout(30)
+    text = r.read()
+    assert r.status == 200 and json.loads(text) == want, (r.status, text)
+    return True
+
+# Five open keep-alive connections against 2 kept workers: each is answered at once, while every
+# earlier connection stays open and keeps asking (so none of them goes idle and frees a worker).
+conns = []
+for n in range(5):
+    c = connect()
+    for earlier in conns:
+        ask(earlier)
+    assert answered_within(c, 10), "connection %d of 5 was not answered while the others stayed open" % (n + 1)
+    conns.append(c)
+# A sixth is over --http-max-connections 5: it waits while the five stay open ...
+sixth = connect()
+sixth.request("POST", "/query", body, {"Content-Type": "application/json"})
+sixth.sock.settimeout(1.0)
+try:
+    sixth.getresponse()
+    sys.exit("a sixth connection was served beyond --http-max-connections 5")
+except socket.timeout:
+    pass
+# ... and is answered once one of them closes.
+conns.pop().close()
+sixth.sock.settimeout(20)
+r = sixth.getresponse()
+text = r.read()
+assert r.status == 200 and json.loads(text) == want, (r.status, text)
+for c in conns:
+    ask(c)
+PYEOF
+kill -TERM $sub
+wait $sub
+[ $? -eq 0 ] || fail "subscribe --http after SIGTERM should exit 0"
+finish
