@@ -5,6 +5,8 @@
 # --http-max-connections a further connection waits until one closes.
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 
 run "$KVINDEX" subscribe --source a=vllm@tcp://127.0.0.1:1,model=m --http 127.0.0.1:1 --http-max-connections 0
 expect_status 2 "--http-max-connections 0"

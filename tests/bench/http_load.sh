@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/http_load, the open-loop generator of scripts/bench-http.sh, checked against the server's
+# own count: 1.5 s at 200 requests/s over 3 connections (0.5 s of it warm-up) must send exactly
+# 300 /query requests, all answered 200, and report 200 measured latencies; the server's
+# /metrics query count must rise by exactly 300. Usage errors exit 2.
+. "$(dirname "$0")/../cli/lib.sh"
+PY=${KVINDEX_PYTHON:-/usr/bin/python3}
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+[ -x "$HTTP_LOAD" ] || fail "HTTP_LOAD not set"
+
+run "$HTTP_LOAD" --rate 10
+expect_status 2 "no --bodies"
+run "$HTTP_LOAD" --bodies x --rate 0 --port 1
+expect_status 2 "--rate 0"
+
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$KVINDEX" subscribe --source "a=vllm@tcp://127.0.0.1:1,model=m,block-size=4" --http "127.0.0.1:$PORT" \
+  --http-threads 2 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
+sub=$!
+PIDS+=($sub)
+count() {  # the server's /query count
+  "$PY" - "$PORT" <<'PYEOF'
+import sys, time, urllib.request
+deadline = time.time() + 20
+while True:
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+        break
+    except OSError:
+        if time.time() > deadline: raise
+        time.sleep(0.1)
+print(sum(int(float(l.split()[-1])) for l in text.splitlines()
+          if l.startswith("kvindex_http_requests_total{") and 'endpoint="/query"' in l))
+PYEOF
+}
+before=$(count)
+printf '%s\n' '{"model": "m", "token_ids": [1, 2, 3, 4]}' '{"model": "m", "token_ids": [5, 6, 7, 8, 9]}' >"$TMP/bodies.jsonl"
+run "$HTTP_LOAD" --port "$PORT" --bodies "$TMP/bodies.jsonl" --rate 200 --duration 1 --warmup 0.5 \
+  --connections 3 --out "$TMP/r.json" --samples "$TMP/s.tsv"
+expect_status 0 "http_load run"
+after=$(count)
+[ $((after - before)) -eq 300 ] || fail "server saw $((after - before)) /query requests, want 300"
+"$PY" - "$TMP/r.json" "$TMP/s.tsv" <<'PYEOF' || fail "http_load result"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["measured"] == 200 and r["errors"] == 0 and r["connections"] == 3, r
+assert 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+rows = [list(map(int, l.split())) for l in open(sys.argv[2])]
+assert len(rows) == 200, len(rows)
+# Due times of the measured requests: 500 ms (warm-up) + k * 5 ms.
+assert [d for d, _ in rows] == [500000 + 5000 * k for k in range(200)], rows[:3]
+assert max(l for _, l in rows) == int(r["max_us"]), (max(l for _, l in rows), r["max_us"])
+PYEOF
+kill -TERM $sub
+wait $sub
+finish
