@@ -14,6 +14,12 @@
 //                                Match/1 (a 1-block query, same fixture) shows the fixed cost of
 //                                a 64-instance query: candidates, scratch and the 64 answers.
 //  BM_PrefixIndex_MatchTokens/2048  the same with 2,048 token ids (hashing included).
+//  BM_PrefixIndex_MatchUnderIngest/128  Match/128 on the same fixture (its own copy) while a writer
+//                                thread applies 4,000 batches/s of 50 one-block events (200 k
+//                                blocks/s, as scripts/bench-http.sh streams; half stores, half
+//                                removes of the batch stored 64 batches earlier, so the size
+//                                stays put): what the index's one-writer / many-readers lock costs
+//                                a query (p50_ns, p99_ns; compare with Match/128).
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
 //  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with
 //                                glibc told to map and unmap every large allocation and trimmed
@@ -27,11 +33,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -208,8 +216,8 @@ struct MatchFixture {
   std::vector<std::vector<PrefixHash>> prefix;  // per chain
 };
 
-const MatchFixture& Fixture() {
-  static const MatchFixture* f = [] {
+MatchFixture* BuildMatchFixture() {
+  {
     auto* x = new MatchFixture;
     std::mt19937_64 rng(2);
     x->index = std::make_unique<PrefixIndex>();
@@ -228,7 +236,11 @@ const MatchFixture& Fixture() {
                                             kBlockSize));
     }
     return x;
-  }();
+  }
+}
+
+const MatchFixture& Fixture() {
+  static const MatchFixture* f = BuildMatchFixture();
   return *f;
 }
 
@@ -318,6 +330,85 @@ void BM_PrefixIndex_Match(benchmark::State& state) {
   state.counters["presences"] = static_cast<double>(f.index->stats().presences);
 }
 BENCHMARK(BM_PrefixIndex_Match)->Arg(1)->Arg(128);
+
+// The writer of BM_PrefixIndex_MatchUnderIngest: 4,000 batches/s of 50 one-block events on source
+// `id`, alternating a store of fresh blocks and the removal of the batch stored 64 batches before.
+class PacedWriter {
+ public:
+  static constexpr int kEvents = 50;
+  static constexpr int kRing = 128;
+  static constexpr auto kInterval = std::chrono::microseconds(250);
+
+  PacedWriter(PrefixIndex& index, SourceId id) {
+    std::mt19937_64 rng(3);
+    for (int b = 0; b < kRing; ++b) {
+      EventBatch store;
+      EventBatch remove;
+      BlockRemoved removed;
+      removed.tier = Tier::Gpu();
+      for (int e = 0; e < kEvents; ++e) {
+        BlockStored stored;
+        stored.block_hashes.push_back(EngineHash{rng()});
+        for (uint32_t t = 0; t < kBlockSize; ++t) stored.token_ids.push_back(static_cast<TokenId>(rng() % 151936));
+        stored.tier = Tier::Gpu();
+        removed.block_hashes.push_back(stored.block_hashes[0]);
+        store.events.push_back(std::move(stored));
+      }
+      remove.events.push_back(std::move(removed));
+      stores_.push_back(std::move(store));
+      removes_.push_back(std::move(remove));
+    }
+    thread_ = std::thread([this, &index, id] {
+      auto due = Clock::now();
+      for (uint64_t k = 0; !stop_.load(std::memory_order_relaxed); ++k) {
+        const size_t in = k % kRing;
+        if (k >= kRing / 2) (void)index.Apply(id, removes_[(k - kRing / 2) % kRing]);
+        (void)index.Apply(id, stores_[in]);
+        blocks_.fetch_add(kEvents, std::memory_order_relaxed);
+        due += kInterval;
+        std::this_thread::sleep_until(due);
+      }
+    });
+  }
+  ~PacedWriter() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint64_t blocks() const { return blocks_.load(); }
+
+ private:
+  std::vector<EventBatch> stores_;
+  std::vector<EventBatch> removes_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> blocks_{0};
+  std::thread thread_;
+};
+
+void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) {
+  static MatchFixture* f = BuildMatchFixture();
+  static const SourceId writer_id = [] {
+    SourceConfig c = Config(kInstances);
+    c.name = "writer";
+    return *f->index->AddSource(c);
+  }();
+  const MatchQuery q = Query();
+  std::vector<double> ns;
+  size_t i = 0;
+  PacedWriter writer(*f->index, writer_id);
+  const auto start = Clock::now();
+  for (auto _ : state) {
+    const auto& hashes = f->prefix[i++ % f->prefix.size()];
+    const auto t0 = Clock::now();
+    auto m = f->index->MatchPrefixHashes(q, std::span(hashes).first(state.range(0)));
+    benchmark::DoNotOptimize(m);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  state.SetItemsProcessed(state.iterations());
+  ReportPercentiles(state, ns);
+  state.counters["writer_blocks_per_s"] = static_cast<double>(writer.blocks()) / seconds;
+}
+BENCHMARK(BM_PrefixIndex_MatchUnderIngest)->Arg(128)->UseRealTime();
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();
