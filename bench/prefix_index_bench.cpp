@@ -19,7 +19,9 @@
 //                                blocks/s, as scripts/bench-http.sh streams; half stores, half
 //                                removes of the batch stored 64 batches earlier, so the size
 //                                stays put): what the index's one-writer / many-readers lock costs
-//                                a query (p50_ns, p99_ns; compare with Match/128).
+//                                a query (p50_ns, p99_ns). Baseline: ..._MatchBesideIngest/128,
+//                                the same writer applying into another index: the same sharing of
+//                                the CPUs, no lock in common.
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
 //  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with
 //                                glibc told to map and unmap every large allocation and trimmed
@@ -384,17 +386,21 @@ class PacedWriter {
   std::thread thread_;
 };
 
-void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) {
+// Match/128 while a PacedWriter runs: into the queried index (`same_index`), or into another index
+// (the baseline: the same CPU sharing, no lock in common).
+void MatchWhileWriting(benchmark::State& state, bool same_index) {
   static MatchFixture* f = BuildMatchFixture();
   static const SourceId writer_id = [] {
     SourceConfig c = Config(kInstances);
     c.name = "writer";
     return *f->index->AddSource(c);
   }();
+  static PrefixIndex other;
+  static const SourceId other_id = *other.AddSource(Config(0));
   const MatchQuery q = Query();
   std::vector<double> ns;
   size_t i = 0;
-  PacedWriter writer(*f->index, writer_id);
+  PacedWriter writer(same_index ? *f->index : other, same_index ? writer_id : other_id);
   const auto start = Clock::now();
   for (auto _ : state) {
     const auto& hashes = f->prefix[i++ % f->prefix.size()];
@@ -408,7 +414,10 @@ void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) {
   ReportPercentiles(state, ns);
   state.counters["writer_blocks_per_s"] = static_cast<double>(writer.blocks()) / seconds;
 }
+void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) { MatchWhileWriting(state, true); }
+void BM_PrefixIndex_MatchBesideIngest(benchmark::State& state) { MatchWhileWriting(state, false); }
 BENCHMARK(BM_PrefixIndex_MatchUnderIngest)->Arg(128)->UseRealTime();
+BENCHMARK(BM_PrefixIndex_MatchBesideIngest)->Arg(128)->UseRealTime();
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();
