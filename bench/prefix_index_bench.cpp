@@ -19,7 +19,8 @@
 //                                blocks/s, as scripts/bench-http.sh streams; half stores, half
 //                                removes of the batch stored 64 batches earlier, so the size
 //                                stays put): what the index's one-writer / many-readers lock costs
-//                                a query (p50_ns, p99_ns). Baseline: ..._MatchBesideIngest/128,
+//                                a query (p50_ns, p99_ns). /128/0: the writer back to back (a
+//                                backlog being caught up). Baseline: ..._MatchBesideIngest/128/*,
 //                                the same writer applying into another index: the same sharing of
 //                                the CPUs, no lock in common.
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
@@ -333,15 +334,16 @@ void BM_PrefixIndex_Match(benchmark::State& state) {
 }
 BENCHMARK(BM_PrefixIndex_Match)->Arg(1)->Arg(128);
 
-// The writer of BM_PrefixIndex_MatchUnderIngest: 4,000 batches/s of 50 one-block events on source
-// `id`, alternating a store of fresh blocks and the removal of the batch stored 64 batches before.
+// The writer of BM_PrefixIndex_MatchUnderIngest: 4,000 batches/s (or back to back when not
+// `paced`) of 50 one-block events on source `id`, alternating a store of fresh blocks and the
+// removal of the batch stored 64 batches before.
 class PacedWriter {
  public:
   static constexpr int kEvents = 50;
   static constexpr int kRing = 128;
   static constexpr auto kInterval = std::chrono::microseconds(250);
 
-  PacedWriter(PrefixIndex& index, SourceId id) {
+  PacedWriter(PrefixIndex& index, SourceId id, bool paced) {
     std::mt19937_64 rng(3);
     for (int b = 0; b < kRing; ++b) {
       EventBatch store;
@@ -360,15 +362,17 @@ class PacedWriter {
       stores_.push_back(std::move(store));
       removes_.push_back(std::move(remove));
     }
-    thread_ = std::thread([this, &index, id] {
+    thread_ = std::thread([this, &index, id, paced] {
       auto due = Clock::now();
       for (uint64_t k = 0; !stop_.load(std::memory_order_relaxed); ++k) {
         const size_t in = k % kRing;
         if (k >= kRing / 2) (void)index.Apply(id, removes_[(k - kRing / 2) % kRing]);
         (void)index.Apply(id, stores_[in]);
         blocks_.fetch_add(kEvents, std::memory_order_relaxed);
-        due += kInterval;
-        std::this_thread::sleep_until(due);
+        if (paced) {
+          due += kInterval;
+          std::this_thread::sleep_until(due);
+        }
       }
     });
   }
@@ -400,7 +404,8 @@ void MatchWhileWriting(benchmark::State& state, bool same_index) {
   const MatchQuery q = Query();
   std::vector<double> ns;
   size_t i = 0;
-  PacedWriter writer(same_index ? *f->index : other, same_index ? writer_id : other_id);
+  PacedWriter writer(same_index ? *f->index : other, same_index ? writer_id : other_id,
+                     state.range(1) != 0);
   const auto start = Clock::now();
   for (auto _ : state) {
     const auto& hashes = f->prefix[i++ % f->prefix.size()];
@@ -416,8 +421,8 @@ void MatchWhileWriting(benchmark::State& state, bool same_index) {
 }
 void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) { MatchWhileWriting(state, true); }
 void BM_PrefixIndex_MatchBesideIngest(benchmark::State& state) { MatchWhileWriting(state, false); }
-BENCHMARK(BM_PrefixIndex_MatchUnderIngest)->Arg(128)->UseRealTime();
-BENCHMARK(BM_PrefixIndex_MatchBesideIngest)->Arg(128)->UseRealTime();
+BENCHMARK(BM_PrefixIndex_MatchUnderIngest)->Args({128, 1})->Args({128, 0})->UseRealTime();
+BENCHMARK(BM_PrefixIndex_MatchBesideIngest)->Args({128, 1})->Args({128, 0})->UseRealTime();
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();
