@@ -12,9 +12,9 @@
 // must be called from one thread at a time (the writer). Match*() and stats() may be called from
 // any number of other threads concurrently with the writer: readers hold a shared lock for one
 // query, the writer takes the exclusive lock for at most kWriterChunk block operations at a time
-// (token hashing of events of more than 4 blocks and the rehash of a growing table happen outside
-// the lock), and the lock prefers the writer, so neither side stalls the other for longer than
-// one short critical section.
+// and lets a waiting reader in after kWriterMinOps (token hashing of events of more than 4 blocks
+// and the rehash of a growing table happen outside the lock), and the lock prefers the writer, so
+// neither side stalls the other for longer than one short critical section.
 #ifndef KVINDEX_PREFIX_INDEX_H_
 #define KVINDEX_PREFIX_INDEX_H_
 
@@ -128,8 +128,10 @@ class PrefixIndex {
   // Counters and per-instance resident presences. Any thread.
   IndexStats stats() const;
 
-  // Operations per exclusive critical section of the writer.
+  // Operations per exclusive critical section of the writer, at most, and at least before it lets
+  // a waiting reader in.
   static constexpr uint32_t kWriterChunk = 64;
+  static constexpr uint32_t kWriterMinOps = 32;
 
   // Every scope a block was ever stored in (interned scopes, first-seen order), for diagnostics:
   // `--explain` tries the salts and LoRAs events carried (match_explain.h). Any thread.
