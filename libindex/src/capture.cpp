@@ -57,29 +57,24 @@ Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& p
   return Status::Ok();
 }
 
-// Decodes a message body (u32 count, then u32 length + bytes per frame). False if the lengths do
-// not add up to exactly `size` bytes.
-// The frame vectors of a reused record keep their capacity, so a streaming reader allocates only
-// when a frame is larger than any before it.
-bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
-  if (size < 4) {
-    frames.clear();
-    return false;
-  }
+// Decodes a message body (u32 count, then u32 length + bytes per frame) into views of `body`.
+// False if the lengths do not add up to exactly `size` bytes. `frames` keeps its capacity, so a
+// streaming reader allocates only when a record has more frames than any before it.
+bool DecodeFrames(const std::byte* body, size_t size,
+                  std::vector<std::span<const std::byte>>& frames) {
+  frames.clear();
+  if (size < 4) return false;
   const uint32_t count = GetLe32(body);
   size_t pos = 4;
   // Each frame needs at least its 4-byte length: bounds the count before resizing.
-  if (count > (size - 4) / 4) {
-    frames.clear();
-    return false;
-  }
+  if (count > (size - 4) / 4) return false;
   frames.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     if (size - pos < 4) return false;
     const uint32_t length = GetLe32(body + pos);
     pos += 4;
     if (size - pos < length) return false;
-    frames[i].assign(body + pos, body + pos + length);
+    frames[i] = std::span<const std::byte>(body + pos, length);
     pos += length;
   }
   return pos == size;
@@ -104,6 +99,10 @@ std::string_view CaptureRecordTypeName(CaptureRecordType type) {
 
 uint64_t CaptureRecord::first() const { return body.size() >= 8 ? GetLe64(body.data()) : 0; }
 uint64_t CaptureRecord::second() const { return body.size() >= 16 ? GetLe64(body.data() + 8) : 0; }
+uint64_t CaptureRecordView::first() const { return body.size() >= 8 ? GetLe64(body.data()) : 0; }
+uint64_t CaptureRecordView::second() const {
+  return body.size() >= 16 ? GetLe64(body.data() + 8) : 0;
+}
 
 bool LooksLikeCapture(std::span<const std::byte> prefix) {
   return prefix.size() >= sizeof(kMagic) && std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) == 0;
@@ -451,7 +450,7 @@ bool CaptureReader::Fill(size_t wanted) {
   return true;
 }
 
-bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
+bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecordView* record,
                             size_t* record_size, Status* why) const {
   const std::byte* p = buffer_.data() + pos;
   const uint32_t length = GetLe32(p);
@@ -481,7 +480,8 @@ bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
   record->flags = static_cast<uint8_t>(p[5]);
   record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
   record->source = SourceId{GetLe32(p + 24)};
-  record->body.assign(p + kCaptureRecordHeaderSize, p + length);
+  record->body = std::span<const std::byte>(p + kCaptureRecordHeaderSize,
+                                            length - kCaptureRecordHeaderSize);
   if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
     if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
       *why = Status::Malformed("message record: frame lengths do not add up to its body");
@@ -499,6 +499,23 @@ void CaptureReader::Report(Status status, uint64_t offset, uint64_t skipped, boo
 }
 
 bool CaptureReader::Next(CaptureRecord& record) {
+  if (!NextView(scratch_)) return false;
+  record.type = scratch_.type;
+  record.flags = scratch_.flags;
+  record.recv_ns = scratch_.recv_ns;
+  record.source = scratch_.source;
+  record.file_index = scratch_.file_index;
+  record.offset = scratch_.offset;
+  record.body.assign(scratch_.body.begin(), scratch_.body.end());
+  // The frames as copies (vectors of a reused record keep their capacity).
+  record.frames.resize(scratch_.frames.size());
+  for (size_t i = 0; i < scratch_.frames.size(); ++i) {
+    record.frames[i].assign(scratch_.frames[i].begin(), scratch_.frames[i].end());
+  }
+  return true;
+}
+
+bool CaptureReader::NextView(CaptureRecordView& record) {
   for (;;) {
     if (!io_status_.ok()) return false;
     if (end_ - begin_ == 0 && !Fill(1)) {
