@@ -114,7 +114,8 @@ const Ingestor::Source& Ingestor::At(SourceId source) const {
 void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
                     int64_t recv_ns, bool replayed) {
   SinkAdapter sink{*this, source};
-  const SequencerCounters before = source.sequencer.counters();
+  const uint64_t gaps_before = source.sequencer.counters().gaps;
+  const uint64_t restarts_before = source.sequencer.counters().restarts;
   const std::optional<uint64_t> previous = source.sequencer.watermark();
   std::optional<std::unique_ptr<Pending>> pending;
   std::unique_ptr<Pending> batch = TakePending();
@@ -136,10 +137,10 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
   }
   const SequencerCounters& after = source.sequencer.counters();
   if (observer_ != nullptr) {
-    if (after.gaps != before.gaps) {
+    if (after.gaps != gaps_before) {
       observer_->OnGap(source.id, previous ? *previous + 1 : 0, seq);
     }
-    if (after.restarts != before.restarts) {
+    if (after.restarts != restarts_before) {
       observer_->OnRestart(source.id, previous.value_or(0), seq);
     }
   }
