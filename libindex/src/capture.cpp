@@ -80,6 +80,41 @@ bool DecodeFrames(const std::byte* body, size_t size,
   return pos == size;
 }
 
+// `to` = `from`; cheaper than vector::assign for the small sizes of a record's parts.
+void CopyBytes(std::span<const std::byte> from, std::vector<std::byte>& to) {
+  to.resize(from.size());
+  if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
+}
+
+// The same as copies (the frame vectors of a reused record keep their capacity).
+bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
+  if (size < 4) {
+    frames.clear();
+    return false;
+  }
+  const uint32_t count = GetLe32(body);
+  size_t pos = 4;
+  if (count > (size - 4) / 4) {
+    frames.clear();
+    return false;
+  }
+  frames.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (size - pos < 4) return false;
+    const uint32_t length = GetLe32(body + pos);
+    pos += 4;
+    if (size - pos < length) return false;
+    CopyBytes(std::span<const std::byte>(body + pos, length), frames[i]);
+    pos += length;
+  }
+  return pos == size;
+}
+
+void SetBody(std::span<const std::byte> body, CaptureRecordView& record) { record.body = body; }
+void SetBody(std::span<const std::byte> body, CaptureRecord& record) {
+  CopyBytes(body, record.body);
+}
+
 }  // namespace
 
 std::string_view CaptureRecordTypeName(CaptureRecordType type) {
@@ -450,7 +485,8 @@ bool CaptureReader::Fill(size_t wanted) {
   return true;
 }
 
-bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecordView* record,
+template <typename Record>
+bool CaptureReader::ParseAt(size_t pos, size_t available, Record* record,
                             size_t* record_size, Status* why) const {
   const std::byte* p = buffer_.data() + pos;
   const uint32_t length = GetLe32(p);
@@ -480,8 +516,9 @@ bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecordView* rec
   record->flags = static_cast<uint8_t>(p[5]);
   record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
   record->source = SourceId{GetLe32(p + 24)};
-  record->body = std::span<const std::byte>(p + kCaptureRecordHeaderSize,
-                                            length - kCaptureRecordHeaderSize);
+  SetBody(std::span<const std::byte>(p + kCaptureRecordHeaderSize,
+                                     length - kCaptureRecordHeaderSize),
+          *record);
   if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
     if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
       *why = Status::Malformed("message record: frame lengths do not add up to its body");
@@ -498,24 +535,8 @@ void CaptureReader::Report(Status status, uint64_t offset, uint64_t skipped, boo
       CaptureProblem{paths_[file_index_], offset, std::move(status), skipped, tail});
 }
 
-bool CaptureReader::Next(CaptureRecord& record) {
-  if (!NextView(scratch_)) return false;
-  record.type = scratch_.type;
-  record.flags = scratch_.flags;
-  record.recv_ns = scratch_.recv_ns;
-  record.source = scratch_.source;
-  record.file_index = scratch_.file_index;
-  record.offset = scratch_.offset;
-  record.body.assign(scratch_.body.begin(), scratch_.body.end());
-  // The frames as copies (vectors of a reused record keep their capacity).
-  record.frames.resize(scratch_.frames.size());
-  for (size_t i = 0; i < scratch_.frames.size(); ++i) {
-    record.frames[i].assign(scratch_.frames[i].begin(), scratch_.frames[i].end());
-  }
-  return true;
-}
-
-bool CaptureReader::NextView(CaptureRecordView& record) {
+template <typename Record>
+bool CaptureReader::ReadNext(Record& record) {
   for (;;) {
     if (!io_status_.ok()) return false;
     if (end_ - begin_ == 0 && !Fill(1)) {
@@ -572,7 +593,7 @@ bool CaptureReader::NextView(CaptureRecordView& record) {
             next_claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
           Fill(size + next_claimed);
         }
-        if (ParseAt(begin_ + size, end_ - (begin_ + size), nullptr, &next_size, &ignored)) {
+        if (ParseAt<CaptureRecordView>(begin_ + size, end_ - (begin_ + size), nullptr, &next_size, &ignored)) {
           skip = size;
         }
       }
@@ -593,7 +614,7 @@ bool CaptureReader::NextView(CaptureRecordView& record) {
           Fill(skip + candidate);
           size_t candidate_size = 0;
           Status ignored;
-          if (ParseAt(begin_ + skip, end_ - (begin_ + skip), nullptr, &candidate_size, &ignored)) {
+          if (ParseAt<CaptureRecordView>(begin_ + skip, end_ - (begin_ + skip), nullptr, &candidate_size, &ignored)) {
             break;
           }
         }
@@ -607,5 +628,8 @@ bool CaptureReader::NextView(CaptureRecordView& record) {
     bytes_consumed_total_ += skip;
   }
 }
+
+bool CaptureReader::Next(CaptureRecord& record) { return ReadNext(record); }
+bool CaptureReader::NextView(CaptureRecordView& view) { return ReadNext(view); }
 
 }  // namespace kvindex

@@ -233,8 +233,13 @@ class CaptureReader {
   CaptureReader() = default;
   Status OpenFileAt(size_t index);
   bool Fill(size_t wanted);  // ensures `wanted` bytes are buffered unless EOF; false on EOF/err
-  bool ParseAt(size_t pos, size_t available, CaptureRecordView* record, size_t* record_size,
+  // Verifies the record at `pos` and, when `record` is not null, fills it (a CaptureRecord with
+  // copies, a CaptureRecordView with views). ReadNext() is Next() and NextView().
+  template <typename Record>
+  bool ParseAt(size_t pos, size_t available, Record* record, size_t* record_size,
                Status* why) const;
+  template <typename Record>
+  bool ReadNext(Record& record);
   void Report(Status status, uint64_t offset, uint64_t skipped, bool tail);
 
   std::vector<std::string> paths_;
@@ -250,7 +255,6 @@ class CaptureReader {
   Status io_status_;
   uint64_t records_read_ = 0;
   uint64_t bytes_consumed_total_ = 0;
-  CaptureRecordView scratch_;  // Next()'s view of the record it copies
 };
 
 // Returns true if `prefix` starts with the capture file magic (for input auto-detection).
