@@ -1407,11 +1407,34 @@ class FastVllmDecoder {
     if (!ArrayHeader(n) || n > kMaxTokensPerEvent) return false;
     out.resize(n);
     TokenId* dst = out.data();
+    // Local pointers, the common widths first (the hot loop: one call per token cost as much as
+    // the rest of the batch).
+    const uint8_t* p = p_;
     for (uint32_t i = 0; i < n; ++i) {
-      uint64_t v;
-      if (!Uint(v) || v > UINT32_MAX) return false;
-      dst[i] = static_cast<TokenId>(v);
+      if (p >= end_) return false;
+      const uint8_t b = *p;
+      const size_t left = static_cast<size_t>(end_ - p);
+      if (b < 0x80) {
+        dst[i] = b;
+        p += 1;
+      } else if (b == 0xce && left >= 5) {
+        dst[i] = Reader::Be32(p + 1);
+        p += 5;
+      } else if (b == 0xcd && left >= 3) {
+        dst[i] = Reader::Be16(p + 1);
+        p += 3;
+      } else if (b == 0xcc && left >= 2) {
+        dst[i] = p[1];
+        p += 2;
+      } else {
+        p_ = p;
+        uint64_t v;
+        if (!Uint(v) || v > UINT32_MAX) return false;  // 0xcf holding a 32-bit value
+        dst[i] = static_cast<TokenId>(v);
+        p = p_;
+      }
     }
+    p_ = p;
     return true;
   }
 
