@@ -484,8 +484,7 @@ class Decoder {
                   std::to_string(n) + " token ids exceed the limit of " +
                       std::to_string(kMaxTokensPerEvent));
     }
-    // Every element is written below: a vector already of size n (the steady state of a reused
-    // batch) is not cleared and refilled with zeros first.
+    out.clear();
     out.resize(n);
     TokenId* dst = out.data();
     // The hot loop of every decode: local pointers, the common widths first.
@@ -647,14 +646,8 @@ class Decoder {
     // The canonical spellings skip ParseTier's case-insensitive table walk.
     // (A canonical spelling is its own name: no spelling to keep.)
     if (Eq(s, "GPU") || Eq(s, "CPU")) {
-      const Tier::Kind kind = s[0] == 'G' ? Tier::Kind::kGpu : Tier::Kind::kCpu;
-      if (!tier || tier->kind() != kind) {
-        // Built in place (a Tier holds a string: no temporary to move from).
-        if (kind == Tier::Kind::kGpu) {
-          tier.emplace();  // a default Tier is GPU
-        } else {
-          tier = Tier::Cpu();
-        }
+      if (!tier || tier->kind() != (s[0] == 'G' ? Tier::Kind::kGpu : Tier::Kind::kCpu)) {
+        tier = s[0] == 'G' ? Tier::Gpu() : Tier::Cpu();
       }
       spelling.reset();
       return true;

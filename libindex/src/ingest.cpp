@@ -114,8 +114,7 @@ const Ingestor::Source& Ingestor::At(SourceId source) const {
 void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
                     int64_t recv_ns, bool replayed) {
   SinkAdapter sink{*this, source};
-  const uint64_t gaps_before = source.sequencer.counters().gaps;
-  const uint64_t restarts_before = source.sequencer.counters().restarts;
+  const SequencerCounters before = source.sequencer.counters();
   const std::optional<uint64_t> previous = source.sequencer.watermark();
   std::optional<std::unique_ptr<Pending>> pending;
   std::unique_ptr<Pending> batch = TakePending();
@@ -137,10 +136,10 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
   }
   const SequencerCounters& after = source.sequencer.counters();
   if (observer_ != nullptr) {
-    if (after.gaps != gaps_before) {
+    if (after.gaps != before.gaps) {
       observer_->OnGap(source.id, previous ? *previous + 1 : 0, seq);
     }
-    if (after.restarts != restarts_before) {
+    if (after.restarts != before.restarts) {
       observer_->OnRestart(source.id, previous.value_or(0), seq);
     }
   }
