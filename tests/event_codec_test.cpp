@@ -608,7 +608,8 @@ TEST_CASE("The fast path gives what the general decoder gives, or leaves the pay
       if (EncodeEventBatch(batch, f, bytes).ok()) payloads.push_back(bytes);
     }
   }
-  for (const auto& v : LoadVectors()["vectors"]) {
+  const auto vectors = LoadVectors();
+  for (const auto& v : vectors["vectors"]) {
     payloads.push_back(FromHex(v["payload_hex"].get<std::string>()));
   }
   EventBatch reused;
