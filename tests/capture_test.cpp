@@ -13,6 +13,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "kvindex/capture_replay.h"
+#include "kvindex/event_codec.h"
+#include "kvindex/framing.h"
+#include "kvindex/ingest.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/source_spec.h"
 #include "test_util.h"
 
 namespace kvindex {
@@ -234,6 +240,145 @@ TEST_CASE("A flipped byte anywhere in a middle record loses only that record") {
     CHECK((*r)->problems()[0].skipped_bytes == end - start);
     CHECK_FALSE((*r)->problems()[0].tail);
   }
+}
+
+TEST_CASE("NextView reads what Next reads, damage and frames included") {
+  // Records of every shape, a flipped byte in a middle record, garbage between two records and a
+  // torn tail: the borrowed reader (the replay's) must see the same records and problems as the
+  // copying one.
+  TempDir dir;
+  const fs::path path = dir.path / "v.kvcap";
+  const auto offsets = WriteNumbered(path, 6);
+  Bytes bytes = ReadBytes(path);
+  bytes[offsets[2] + 40] ^= std::byte{0x5a};                          // message 2 corrupt
+  bytes.insert(bytes.begin() + static_cast<ptrdiff_t>(offsets[4]), 7, std::byte{0xee});
+  bytes.resize(bytes.size() - 3);                                      // message 5 torn
+  auto copying = CaptureReader::FromBuffer(bytes);
+  auto borrowing = CaptureReader::FromBuffer(bytes);
+  REQUIRE(copying.ok());
+  REQUIRE(borrowing.ok());
+  CaptureRecord record;
+  CaptureRecordView view;
+  size_t n = 0;
+  for (;;) {
+    const bool a = (*copying)->Next(record);
+    const bool b = (*borrowing)->NextView(view);
+    REQUIRE(a == b);
+    if (!a) break;
+    ++n;
+    CAPTURE(n);
+    CHECK(view.type == record.type);
+    CHECK(view.flags == record.flags);
+    CHECK(view.recv_ns == record.recv_ns);
+    CHECK(view.source == record.source);
+    CHECK(view.offset == record.offset);
+    CHECK(view.file_index == record.file_index);
+    CHECK(Bytes(view.body.begin(), view.body.end()) == record.body);
+    CHECK(view.text() == record.text());
+    CHECK(view.first() == record.first());
+    CHECK(view.second() == record.second());
+    REQUIRE(view.frames.size() == record.frames.size());
+    for (size_t i = 0; i < view.frames.size(); ++i) {
+      CHECK(Bytes(view.frames[i].begin(), view.frames[i].end()) == record.frames[i]);
+    }
+  }
+  CHECK(n == 5);  // the definition and messages 0, 1, 3 and 4 (found by scanning past the garbage)
+  const auto& want = (*copying)->problems();
+  const auto& got = (*borrowing)->problems();
+  CHECK(want.size() == 3);  // message 2, the garbage, the torn tail
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i].offset == want[i].offset);
+    CHECK(got[i].skipped_bytes == want[i].skipped_bytes);
+    CHECK(got[i].tail == want[i].tail);
+    CHECK(got[i].status.ToString() == want[i].status.ToString());
+  }
+  CHECK(want.back().tail);
+}
+
+TEST_CASE("A replay applies the same with and without a per-record callback") {
+  // ApplyAll() reads borrowed records (NextView) without a callback and copied ones (Next) with
+  // one; record by record Apply(CaptureRecord) is a third way. All three must end in one state.
+  TempDir dir;
+  const fs::path path = dir.path / "r.kvcap";
+  {
+    auto w = CaptureWriter::Create(path.string());
+    REQUIRE(w.ok());
+    for (uint32_t s = 0; s < 2; ++s) {
+      SourceConfig config;
+      config.name = "vllm-" + std::to_string(s);
+      config.format = "vllm";
+      config.model = "m";
+      config.block_size = 4;
+      REQUIRE((*w)->WriteSourceDefinition(SourceId{s}, SourceConfigToJson(config), 0).ok());
+    }
+    // Per source: seqs 0..9 with 6 missing (a gap never filled), 3 sent twice, then a restart.
+    const std::vector<uint64_t> seqs = {0, 1, 2, 3, 3, 4, 5, 7, 8, 9, 0, 1};
+    int64_t ns = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      for (uint32_t s = 0; s < 2; ++s) {
+        BlockStored stored;
+        stored.block_hashes = {EngineHash{100 * s + i + 1}};
+        if (i % 4 != 0 && i < 10) stored.parent = EngineHash{100 * s + i};  // roots after the restart
+        stored.token_ids = {1, 2, 3, static_cast<TokenId>(i)};
+        stored.scope.block_size = 4;
+        EventBatch batch{1.0 + static_cast<double>(i), 0, {stored}, {}};
+        std::vector<std::byte> payload;
+        REQUIRE(EncodeEventBatch(batch, WireFormat::kVllm, payload).ok());
+        const auto frames = BuildEventMessage(B("kv"), seqs[i], payload);
+        REQUIRE(WriteMessage(**w, s, ++ns, frames).ok());
+      }
+    }
+    REQUIRE((*w)->Close().ok());
+  }
+  struct Run {
+    PrefixIndex index;
+    Ingestor ingestor{&index};
+    CaptureReplayer replayer{ingestor};
+  };
+  Run plain, callback, manual;
+  {
+    auto reader = CaptureReader::Open({path.string()});
+    REQUIRE(reader.ok());
+    REQUIRE(plain.replayer.ApplyAll(**reader).ok());
+  }
+  size_t calls = 0;
+  {
+    auto reader = CaptureReader::Open({path.string()});
+    REQUIRE(reader.ok());
+    REQUIRE(callback.replayer.ApplyAll(**reader, [&](const CaptureRecord&) { ++calls; }).ok());
+    CHECK(calls == (*reader)->records_read());
+  }
+  {
+    auto reader = CaptureReader::Open({path.string()});
+    REQUIRE(reader.ok());
+    CaptureRecord record;
+    while ((*reader)->Next(record)) REQUIRE(manual.replayer.Apply(record).ok());
+  }
+  CHECK(calls == 26);
+  for (Run* run : {&callback, &manual}) {
+    CHECK(run->replayer.stats().messages == plain.replayer.stats().messages);
+    CHECK(run->replayer.stats().records == plain.replayer.stats().records);
+    for (uint32_t s = 0; s < 2; ++s) {
+      const SourceCounters& got = run->ingestor.counters(SourceId{s});
+      const SourceCounters& want = plain.ingestor.counters(SourceId{s});
+      CHECK(got.events == want.events);
+      CHECK(got.sequence.applied == want.sequence.applied);
+      CHECK(got.sequence.duplicates == want.sequence.duplicates);
+      CHECK(got.sequence.gaps == want.sequence.gaps);
+      CHECK(got.sequence.restarts == want.sequence.restarts);
+      CHECK(got.index.stored == want.index.stored);
+      CHECK(got.index.removed == want.index.removed);
+    }
+    CHECK(run->index.stats().presences == plain.index.stats().presences);
+  }
+  // The stream did what it was built to do (so the comparison is not of empty states).
+  const SourceCounters& c = plain.ingestor.counters(SourceId{1});
+  CHECK(c.sequence.duplicates >= 1);
+  CHECK(c.sequence.gaps == 1);
+  CHECK(c.sequence.restarts == 1);
+  CHECK(c.events > 0);
+  CHECK(plain.index.stats().presences > 0);
 }
 
 TEST_CASE("Garbage inserted between records is skipped by scanning to the next good record") {

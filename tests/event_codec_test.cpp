@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../libindex/src/event_codec_internal.h"  // the decoder's fast path, compared below
 #include "codec_test_util.h"
 #include "test_util.h"
 
@@ -522,6 +523,126 @@ TEST_CASE("Hash normalisation: ints, negative ints, bin and strings") {
   CHECK(r.block_hashes[5].value == 1);   // "0x1"
   CHECK(r.block_hashes[6].value == 48);  // the int 0x30
   CHECK(r.block_hashes[7].value == 16);  // "16"
+}
+
+// The decoder's fast path (codec_internal::DecodeVllmFast) against the general decoder, which
+// DecodeEventBatchInto() runs when a detected format is asked for. Whenever the fast path takes a
+// payload, the general decoder must accept it and give the same batch. `reused` is decoded into
+// over and over (the fast path when it applies) and must equal a fresh general decode each time,
+// so a field left over from the event a slot held before shows too. Returns whether the fast path
+// took the payload.
+bool CheckFastPathAgrees(const std::vector<std::byte>& payload, EventBatch& reused) {
+  WireFormat detected{};
+  EventBatch general;
+  const Status want = DecodeEventBatchInto(payload, general, FormatHint::kAuto, &detected);
+  const Status got = DecodeEventBatchInto(payload, reused);
+  CHECK_MESSAGE(got.ok() == want.ok(), ToHex(payload) << ": " << got.ToString() << " vs "
+                                                      << want.ToString());
+  if (want.ok() && got.ok()) {
+    CHECK_MESSAGE(reused == general, ToHex(payload) << "\ngot:\n" << Describe(reused)
+                                                    << "\nwant:\n" << Describe(general));
+  }
+  EventBatch fast;
+  if (!codec_internal::DecodeVllmFast(payload, fast)) return false;
+  REQUIRE_MESSAGE(want.ok(), ToHex(payload) << ": the fast path took a payload the decoder "
+                                               "refuses: " << want.ToString());
+  CHECK_MESSAGE(fast == general, ToHex(payload) << "\nfast:\n" << Describe(fast)
+                                                << "\ngeneral:\n" << Describe(general));
+  return true;
+}
+
+// Batches in the shapes the fast path takes, and next to them.
+std::vector<EventBatch> FastPathBatches() {
+  std::vector<EventBatch> out;
+  const uint64_t hashes[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffu,
+                             uint64_t{1} << 32, ~uint64_t{0}};
+  const uint32_t tokens[] = {0, 5, 127, 128, 200, 255, 256, 40000, 65535, 65536, 151935,
+                             0xffffffffu};
+  for (int variant = 0; variant < 12; ++variant) {
+    EventBatch batch;
+    batch.ts = 1750000000.25 + variant;
+    if (variant % 3 == 1) batch.dp_rank = variant;
+    if (variant % 3 == 2) batch.dp_rank = 0;
+    const int events = 1 + variant % 3;
+    for (int e = 0; e < events; ++e) {
+      if ((variant + e) % 4 == 3) {
+        BlockRemoved removed;
+        removed.block_hashes = {EngineHash{hashes[(variant + e) % 11]}, EngineHash{7}};
+        if (variant % 2 == 0) removed.tier = Tier::Cpu();
+        if (variant == 7) removed.scope.group = 2;
+        batch.events.emplace_back(std::move(removed));
+        continue;
+      }
+      BlockStored stored;
+      const size_t blocks = 1 + static_cast<size_t>((variant + e) % 3);
+      for (size_t b = 0; b < blocks; ++b) {
+        stored.block_hashes.push_back(EngineHash{hashes[(variant * 3 + e + b) % 11]});
+      }
+      if (variant % 2 == 1) stored.parent = EngineHash{hashes[(variant + 5) % 11]};
+      const uint32_t block_size = variant == 4 ? 1 : 4;
+      stored.scope.block_size = block_size;
+      for (size_t t = 0; t < blocks * block_size; ++t) {
+        stored.token_ids.push_back(tokens[(variant + e + t) % 12]);
+      }
+      if (variant % 4 == 1) stored.tier = Tier::Gpu();
+      if (variant % 4 == 2) stored.tier = Tier::Cpu();
+      if (variant == 5) stored.scope.group = 1;
+      if (variant == 6) stored.scope.lora_id = 3;             // outside the fast shape
+      if (variant == 8) stored.tier = Tier::Disk();           // outside the fast shape
+      if (variant == 9) stored.scope.lora_name = "adapter";   // outside the fast shape
+      if (variant == 10) stored.wire.spec_kind = "full";      // outside the fast shape
+      batch.events.emplace_back(std::move(stored));
+    }
+    if (variant == 11) batch.events.emplace_back(AllCleared{});  // outside the fast shape
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
+
+TEST_CASE("The fast path gives what the general decoder gives, or leaves the payload to it") {
+  std::vector<std::vector<std::byte>> payloads;
+  for (const EventBatch& batch : FastPathBatches()) {
+    for (WireFormat f : {WireFormat::kVllm, WireFormat::kVllmV09, WireFormat::kSglang,
+                         WireFormat::kVllmMap}) {
+      std::vector<std::byte> bytes;
+      if (EncodeEventBatch(batch, f, bytes).ok()) payloads.push_back(bytes);
+    }
+  }
+  const auto vectors = LoadVectors();
+  for (const auto& v : vectors["vectors"]) {
+    payloads.push_back(FromHex(v["payload_hex"].get<std::string>()));
+  }
+  EventBatch reused;
+  size_t taken = 0;
+  for (const auto& payload : payloads) taken += CheckFastPathAgrees(payload, reused) ? 1 : 0;
+  // The fast path is not vacuous: it takes the plain vLLM batches (12 variants minus the 5
+  // outside its shape, in the kVllm and kVllmV09 layouts) and the oracle's plain ones.
+  CHECK(taken >= 14);
+  CHECK(taken < payloads.size());
+
+  // Every single-byte change and every truncation of the payloads it takes: it either gives the
+  // general decoder's batch or leaves the payload to the general decoder.
+  size_t mutants = 0, mutants_taken = 0;
+  for (const auto& payload : payloads) {
+    EventBatch probe;
+    if (!codec_internal::DecodeVllmFast(payload, probe)) continue;
+    for (size_t i = 0; i < payload.size(); ++i) {
+      const auto b = std::to_integer<uint8_t>(payload[i]);
+      for (uint8_t to : {uint8_t(b ^ 1), uint8_t(b + 1), uint8_t(b - 1), uint8_t(0x00),
+                         uint8_t(0x7f), uint8_t(0x80), uint8_t(0xc0), uint8_t(0xcc),
+                         uint8_t(0xcf), uint8_t(0xd3), uint8_t(0xa3), uint8_t(0xff)}) {
+        if (to == b) continue;
+        std::vector<std::byte> mutant = payload;
+        mutant[i] = std::byte{to};
+        ++mutants;
+        mutants_taken += CheckFastPathAgrees(mutant, reused) ? 1 : 0;
+      }
+      std::vector<std::byte> cut(payload.begin(), payload.begin() + static_cast<ptrdiff_t>(i));
+      if (!cut.empty()) mutants_taken += CheckFastPathAgrees(cut, reused) ? 1 : 0;
+    }
+  }
+  CHECK(mutants > 1000);
+  CHECK(mutants_taken > 100);  // changed values it still takes (hashes, tokens, ts, ranks)
 }
 
 }  // TEST_SUITE

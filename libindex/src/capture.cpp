@@ -57,10 +57,36 @@ Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& p
   return Status::Ok();
 }
 
-// Decodes a message body (u32 count, then u32 length + bytes per frame). False if the lengths do
-// not add up to exactly `size` bytes.
-// The frame vectors of a reused record keep their capacity, so a streaming reader allocates only
-// when a frame is larger than any before it.
+// Decodes a message body (u32 count, then u32 length + bytes per frame) into views of `body`.
+// False if the lengths do not add up to exactly `size` bytes. `frames` keeps its capacity, so a
+// streaming reader allocates only when a record has more frames than any before it.
+bool DecodeFrames(const std::byte* body, size_t size,
+                  std::vector<std::span<const std::byte>>& frames) {
+  frames.clear();
+  if (size < 4) return false;
+  const uint32_t count = GetLe32(body);
+  size_t pos = 4;
+  // Each frame needs at least its 4-byte length: bounds the count before resizing.
+  if (count > (size - 4) / 4) return false;
+  frames.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (size - pos < 4) return false;
+    const uint32_t length = GetLe32(body + pos);
+    pos += 4;
+    if (size - pos < length) return false;
+    frames[i] = std::span<const std::byte>(body + pos, length);
+    pos += length;
+  }
+  return pos == size;
+}
+
+// `to` = `from`; cheaper than vector::assign for the small sizes of a record's parts.
+void CopyBytes(std::span<const std::byte> from, std::vector<std::byte>& to) {
+  to.resize(from.size());
+  if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
+}
+
+// The same as copies (the frame vectors of a reused record keep their capacity).
 bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
   if (size < 4) {
     frames.clear();
@@ -68,7 +94,6 @@ bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<st
   }
   const uint32_t count = GetLe32(body);
   size_t pos = 4;
-  // Each frame needs at least its 4-byte length: bounds the count before resizing.
   if (count > (size - 4) / 4) {
     frames.clear();
     return false;
@@ -79,10 +104,15 @@ bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<st
     const uint32_t length = GetLe32(body + pos);
     pos += 4;
     if (size - pos < length) return false;
-    frames[i].assign(body + pos, body + pos + length);
+    CopyBytes(std::span<const std::byte>(body + pos, length), frames[i]);
     pos += length;
   }
   return pos == size;
+}
+
+void SetBody(std::span<const std::byte> body, CaptureRecordView& record) { record.body = body; }
+void SetBody(std::span<const std::byte> body, CaptureRecord& record) {
+  CopyBytes(body, record.body);
 }
 
 }  // namespace
@@ -104,6 +134,10 @@ std::string_view CaptureRecordTypeName(CaptureRecordType type) {
 
 uint64_t CaptureRecord::first() const { return body.size() >= 8 ? GetLe64(body.data()) : 0; }
 uint64_t CaptureRecord::second() const { return body.size() >= 16 ? GetLe64(body.data() + 8) : 0; }
+uint64_t CaptureRecordView::first() const { return body.size() >= 8 ? GetLe64(body.data()) : 0; }
+uint64_t CaptureRecordView::second() const {
+  return body.size() >= 16 ? GetLe64(body.data() + 8) : 0;
+}
 
 bool LooksLikeCapture(std::span<const std::byte> prefix) {
   return prefix.size() >= sizeof(kMagic) && std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) == 0;
@@ -451,7 +485,8 @@ bool CaptureReader::Fill(size_t wanted) {
   return true;
 }
 
-bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
+template <typename Record>
+bool CaptureReader::ParseAt(size_t pos, size_t available, Record* record,
                             size_t* record_size, Status* why) const {
   const std::byte* p = buffer_.data() + pos;
   const uint32_t length = GetLe32(p);
@@ -481,7 +516,9 @@ bool CaptureReader::ParseAt(size_t pos, size_t available, CaptureRecord* record,
   record->flags = static_cast<uint8_t>(p[5]);
   record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
   record->source = SourceId{GetLe32(p + 24)};
-  record->body.assign(p + kCaptureRecordHeaderSize, p + length);
+  SetBody(std::span<const std::byte>(p + kCaptureRecordHeaderSize,
+                                     length - kCaptureRecordHeaderSize),
+          *record);
   if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
     if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
       *why = Status::Malformed("message record: frame lengths do not add up to its body");
@@ -498,7 +535,8 @@ void CaptureReader::Report(Status status, uint64_t offset, uint64_t skipped, boo
       CaptureProblem{paths_[file_index_], offset, std::move(status), skipped, tail});
 }
 
-bool CaptureReader::Next(CaptureRecord& record) {
+template <typename Record>
+bool CaptureReader::ReadNext(Record& record) {
   for (;;) {
     if (!io_status_.ok()) return false;
     if (end_ - begin_ == 0 && !Fill(1)) {
@@ -555,7 +593,7 @@ bool CaptureReader::Next(CaptureRecord& record) {
             next_claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
           Fill(size + next_claimed);
         }
-        if (ParseAt(begin_ + size, end_ - (begin_ + size), nullptr, &next_size, &ignored)) {
+        if (ParseAt<CaptureRecordView>(begin_ + size, end_ - (begin_ + size), nullptr, &next_size, &ignored)) {
           skip = size;
         }
       }
@@ -576,7 +614,7 @@ bool CaptureReader::Next(CaptureRecord& record) {
           Fill(skip + candidate);
           size_t candidate_size = 0;
           Status ignored;
-          if (ParseAt(begin_ + skip, end_ - (begin_ + skip), nullptr, &candidate_size, &ignored)) {
+          if (ParseAt<CaptureRecordView>(begin_ + skip, end_ - (begin_ + skip), nullptr, &candidate_size, &ignored)) {
             break;
           }
         }
@@ -590,5 +628,8 @@ bool CaptureReader::Next(CaptureRecord& record) {
     bytes_consumed_total_ += skip;
   }
 }
+
+bool CaptureReader::Next(CaptureRecord& record) { return ReadNext(record); }
+bool CaptureReader::NextView(CaptureRecordView& view) { return ReadNext(view); }
 
 }  // namespace kvindex

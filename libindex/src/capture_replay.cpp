@@ -17,6 +17,18 @@ std::optional<SourceId> CaptureReplayer::Source(SourceId capture_source) const {
 }
 
 Status CaptureReplayer::Apply(const CaptureRecord& record) {
+  view_.type = record.type;
+  view_.flags = record.flags;
+  view_.recv_ns = record.recv_ns;
+  view_.source = record.source;
+  view_.body = record.body;
+  view_.frames.assign(record.frames.begin(), record.frames.end());
+  view_.file_index = record.file_index;
+  view_.offset = record.offset;
+  return Apply(view_);
+}
+
+Status CaptureReplayer::Apply(const CaptureRecordView& record) {
   ++stats_.records;
   if (record.type == CaptureRecordType::kSourceDefinition) {
     ++stats_.definitions;
@@ -103,14 +115,23 @@ Status CaptureReplayer::Apply(const CaptureRecord& record) {
 
 Status CaptureReplayer::ApplyAll(CaptureReader& reader,
                                  const std::function<void(const CaptureRecord&)>& after_record) {
-  CaptureRecord record;
-  while (reader.Next(record)) {
-    const Status status = Apply(record);
-    if (!status.ok()) {
-      const std::string& file = reader.paths()[record.file_index];
-      return status.WithContext(file);
+  const auto failed = [&reader](const Status& status, size_t file_index) {
+    return status.WithContext(reader.paths()[file_index]);
+  };
+  if (after_record) {
+    CaptureRecord record;
+    while (reader.Next(record)) {
+      const Status status = Apply(record);
+      if (!status.ok()) return failed(status, record.file_index);
+      after_record(record);
     }
-    if (after_record) after_record(record);
+    return reader.io_status();
+  }
+  // No callback: records are applied where the reader holds them (no copy).
+  CaptureRecordView record;
+  while (reader.NextView(record)) {
+    const Status status = Apply(record);
+    if (!status.ok()) return failed(status, record.file_index);
   }
   return reader.io_status();
 }

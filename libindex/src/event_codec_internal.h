@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "kvindex/block_hash.h"
+#include "kvindex/event.h"
 
 namespace kvindex::codec_internal {
 
@@ -27,6 +28,12 @@ std::string EmbedsId(std::span<const uint8_t> digest);
 // True for a key the encoder writes back as a bin digest: "embeds:" + an even number of
 // lower-case hex digits, offset 0. Within a block these keys come after the (id, offset) pairs.
 bool IsEmbedsKey(const MultimodalKey& key);
+
+// The decoder's fast path for the common vLLM positional batch (event_codec.cpp has the shape it
+// takes). True: `batch` holds exactly what the general decoder gives for `payload`. False: the
+// payload is outside that shape and `batch` holds an unspecified (valid) value.
+// DecodeEventBatchInto() tries it first when no format is asked for.
+bool DecodeVllmFast(std::span<const std::byte> payload, EventBatch& batch);
 
 }  // namespace kvindex::codec_internal
 

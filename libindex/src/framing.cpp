@@ -1,6 +1,8 @@
 #include "kvindex/framing.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <string>
 
 namespace kvindex {
@@ -12,6 +14,13 @@ bool IsEndSeq(std::span<const std::byte> frame) {
 }
 
 Frame Copy(std::span<const std::byte> bytes) { return Frame(bytes.begin(), bytes.end()); }
+
+uint64_t LoadBe64(const std::byte* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+  return v;
+}
 
 }  // namespace
 
@@ -26,18 +35,30 @@ Result<uint64_t> DecodeSeqFrame(std::span<const std::byte> frame) {
     return Status::Malformed("sequence frame: expected 8 bytes, got " +
                              std::to_string(frame.size()));
   }
-  uint64_t seq = 0;
-  for (std::byte b : frame) seq = (seq << 8) | static_cast<uint64_t>(b);
-  return seq;
+  return LoadBe64(frame.data());
 }
 
-Result<EventMessageView> ParseEventMessage(std::span<const Frame> frames) {
+namespace {
+
+// The parsers below serve owned frames (Frame) and borrowed ones (FrameView) alike.
+template <typename F>
+Result<EventMessageView> ParseEventMessageOf(std::span<const F> frames) {
   if (frames.size() != 3) {
     return Status::Malformed("event message: expected 3 frames [topic, seq, payload], got " +
                              std::to_string(frames.size()));
   }
-  KVINDEX_ASSIGN_OR_RETURN(uint64_t seq, DecodeSeqFrame(frames[1]));
-  return EventMessageView{frames[0], seq, frames[2]};
+  const std::span<const std::byte> seq_frame(frames[1]);
+  if (seq_frame.size() != 8) return DecodeSeqFrame(seq_frame).status();
+  return EventMessageView{frames[0], LoadBe64(seq_frame.data()), frames[2]};
+}
+
+}  // namespace
+
+Result<EventMessageView> ParseEventMessage(std::span<const Frame> frames) {
+  return ParseEventMessageOf(frames);
+}
+Result<EventMessageView> ParseEventMessage(std::span<const FrameView> frames) {
+  return ParseEventMessageOf(frames);
 }
 
 std::vector<Frame> BuildEventMessage(std::span<const std::byte> topic, uint64_t seq,
@@ -112,9 +133,12 @@ std::vector<Frame> BuildReplayEnd(ReplayStyle style) {
   return frames;
 }
 
-Result<ReplayReply> ParseReplayReply(std::span<const Frame> frames) {
+namespace {
+
+template <typename F>
+Result<ReplayReply> ParseReplayReplyOf(std::span<const F> frames) {
   // Drop the DEALER's empty delimiter; a REQ socket receives the message without it.
-  std::span<const Frame> rest = frames;
+  std::span<const F> rest = frames;
   if (rest.size() >= 3 && rest[0].empty()) rest = rest.subspan(1);
   ReplayReply reply;
   if (rest.size() == 2) {
@@ -157,6 +181,15 @@ Result<ReplayReply> ParseReplayReply(std::span<const Frame> frames) {
   }
   return Status::Malformed("replay reply: expected 3 or 4 frames, got " +
                            std::to_string(frames.size()));
+}
+
+}  // namespace
+
+Result<ReplayReply> ParseReplayReply(std::span<const Frame> frames) {
+  return ParseReplayReplyOf(frames);
+}
+Result<ReplayReply> ParseReplayReply(std::span<const FrameView> frames) {
+  return ParseReplayReplyOf(frames);
 }
 
 }  // namespace kvindex

@@ -147,8 +147,15 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
 }
 
 void Ingestor::OnMessage(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  OnParsedMessage(id, ParseEventMessage(frames), recv_ns);
+}
+void Ingestor::OnMessage(SourceId id, std::span<const FrameView> frames, int64_t recv_ns) {
+  OnParsedMessage(id, ParseEventMessage(frames), recv_ns);
+}
+
+void Ingestor::OnParsedMessage(SourceId id, const Result<EventMessageView>& message,
+                               int64_t recv_ns) {
   Source& source = At(id);
-  auto message = ParseEventMessage(frames);
   if (!message.ok()) {
     ++source.counters.frame_errors;
     if (observer_ != nullptr) observer_->OnMalformed(id, message.status());
@@ -158,8 +165,14 @@ void Ingestor::OnMessage(SourceId id, std::span<const Frame> frames, int64_t rec
 }
 
 void Ingestor::OnReplayReply(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  OnParsedReply(id, ParseReplayReply(frames), recv_ns);
+}
+void Ingestor::OnReplayReply(SourceId id, std::span<const FrameView> frames, int64_t recv_ns) {
+  OnParsedReply(id, ParseReplayReply(frames), recv_ns);
+}
+
+void Ingestor::OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns) {
   Source& source = At(id);
-  auto reply = ParseReplayReply(frames);
   if (!reply.ok()) {
     ++source.counters.replay_frame_errors;
     if (observer_ != nullptr) observer_->OnMalformed(id, reply.status().WithContext("replay reply"));

@@ -8,7 +8,9 @@
 //    decode(encode(batch)) == batch (events, ts, dp_rank), with no errors and the same detected
 //    format's bytes again (encoding is a fixed point);
 //  - decoding into one EventBatch reused across every input (DecodeEventBatchInto) gives the same
-//    status, batch and errors as a fresh decode.
+//    status, batch and errors as a fresh decode;
+//  - decoding without asking for the detected format (the decoder's vLLM fast path, when the
+//    payload has its shape) gives the same status, batch and errors too.
 // Each input is decoded with the automatic hint and with the SGLang hint (the one that changes
 // the detected format of look-alike eras).
 //
@@ -49,6 +51,15 @@ void Check(std::span<const std::byte> bytes, kvindex::FormatHint hint) {
   }
   if (into.ok() && (reused != *batch || detected_into != detected)) {
     Violation("decoding into a reused batch gave another batch", kvindex::Status::Internal("mismatch"));
+  }
+  static kvindex::EventBatch reused_fast;
+  const kvindex::Status fast = kvindex::DecodeEventBatchInto(bytes, reused_fast, hint);
+  if (fast.code() != batch.status().code()) {
+    Violation("decoding without a detected format gave another status", fast);
+  }
+  if (fast.ok() && reused_fast != *batch) {
+    Violation("decoding without a detected format gave another batch",
+              kvindex::Status::Internal("mismatch"));
   }
   if (!batch.ok()) {
     if (batch.status().ok()) Violation("failed decode with an ok status", batch.status());

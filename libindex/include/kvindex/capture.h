@@ -82,6 +82,27 @@ struct CaptureRecord {
   }
 };
 
+// One record as read, borrowed: `body` and `frames` point into the reader's buffer and stay valid
+// until the reader's next Next() or NextView() call. CaptureReplayer reads this way, so a replay
+// copies no record. `frames` keeps its capacity across calls.
+struct CaptureRecordView {
+  CaptureRecordType type = CaptureRecordType::kNote;
+  uint8_t flags = 0;
+  int64_t recv_ns = 0;
+  SourceId source;
+  std::span<const std::byte> body;
+  std::vector<std::span<const std::byte>> frames;  // kMessage and kReplayed; else empty
+  size_t file_index = 0;
+  uint64_t offset = 0;
+
+  // As CaptureRecord's.
+  uint64_t first() const;
+  uint64_t second() const;
+  std::string_view text() const {
+    return std::string_view(reinterpret_cast<const char*>(body.data()), body.size());
+  }
+};
+
 // A problem the reader found and stepped over: which file, at which byte, what.
 struct CaptureProblem {
   std::string file;
@@ -198,6 +219,8 @@ class CaptureReader {
   // Reads the next good record into `record`. Returns false at the end of the last file (or on an
   // I/O error, then reported by io_status()). Problems stepped over are appended to problems().
   bool Next(CaptureRecord& record);
+  // The same, borrowed (see CaptureRecordView): no copy of the record's bytes.
+  bool NextView(CaptureRecordView& view);
 
   const std::vector<CaptureProblem>& problems() const { return problems_; }
   // The first read error from the operating system, if any (reading then stopped).
@@ -210,8 +233,13 @@ class CaptureReader {
   CaptureReader() = default;
   Status OpenFileAt(size_t index);
   bool Fill(size_t wanted);  // ensures `wanted` bytes are buffered unless EOF; false on EOF/err
-  bool ParseAt(size_t pos, size_t available, CaptureRecord* record, size_t* record_size,
+  // Verifies the record at `pos` and, when `record` is not null, fills it (a CaptureRecord with
+  // copies, a CaptureRecordView with views). ReadNext() is Next() and NextView().
+  template <typename Record>
+  bool ParseAt(size_t pos, size_t available, Record* record, size_t* record_size,
                Status* why) const;
+  template <typename Record>
+  bool ReadNext(Record& record);
   void Report(Status status, uint64_t offset, uint64_t skipped, bool tail);
 
   std::vector<std::string> paths_;

@@ -43,6 +43,8 @@ class CaptureReplayer {
   // Applies one record. Fails only when a source definition cannot be parsed or added (the
   // record's offset is named); everything else is counted.
   Status Apply(const CaptureRecord& record);
+  // The same for a borrowed record (CaptureReader::NextView()).
+  Status Apply(const CaptureRecordView& record);
 
   // Applies every record of `reader`. `after_record`, when set, is called after each record (for
   // queries answered at a position). Stops at the first failed Apply().
@@ -59,6 +61,7 @@ class CaptureReplayer {
   // The ingestor source of each small capture source id (the per-record lookup), -1 = undefined.
   std::vector<int64_t> dense_;
   CaptureReplayStats stats_;
+  CaptureRecordView view_;  // Apply(const CaptureRecord&)'s view of its record
 };
 
 }  // namespace kvindex

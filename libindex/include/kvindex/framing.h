@@ -25,6 +25,8 @@
 namespace kvindex {
 
 using Frame = std::vector<std::byte>;
+// A frame borrowed from elsewhere (e.g. a capture reader's buffer, CaptureRecordView).
+using FrameView = std::span<const std::byte>;
 
 // The sequence value of the replay end marker, FF x8 (-1 as a signed 64-bit big-endian value).
 inline constexpr uint64_t kReplayEndSeq = ~uint64_t{0};
@@ -46,6 +48,7 @@ struct EventMessageView {
 // kMalformed (the message names the frame count or the sequence frame's length). The view borrows
 // `frames`.
 Result<EventMessageView> ParseEventMessage(std::span<const Frame> frames);
+Result<EventMessageView> ParseEventMessage(std::span<const FrameView> frames);
 
 // Returns `[topic, seq_be8, payload]`.
 std::vector<Frame> BuildEventMessage(std::span<const std::byte> topic, uint64_t seq,
@@ -90,6 +93,7 @@ struct ReplayReply {
 // A message without the leading empty delimiter (as a REQ socket receives it) is accepted too.
 // Anything else is kMalformed, naming the frame count and the offending frame.
 Result<ReplayReply> ParseReplayReply(std::span<const Frame> frames);
+Result<ReplayReply> ParseReplayReply(std::span<const FrameView> frames);
 
 }  // namespace kvindex
 

@@ -73,6 +73,9 @@ class Ingestor {
   void OnMessage(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
   // A message received on the source's replay (DEALER) socket, in any reply layout.
   void OnReplayReply(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
+  // The same with borrowed frames (capture replay reads them in place); used only during the call.
+  void OnMessage(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
+  void OnReplayReply(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
   // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
   void StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
@@ -97,6 +100,8 @@ class Ingestor {
   void Recycle(std::unique_ptr<Pending>&& pending);
   Source& At(SourceId source);
   const Source& At(SourceId source) const;
+  void OnParsedMessage(SourceId id, const Result<EventMessageView>& message, int64_t recv_ns);
+  void OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns);
   void Feed(Source& source, uint64_t seq, std::span<const std::byte> payload, int64_t recv_ns,
             bool replayed);
 
