@@ -2,7 +2,8 @@
 # `subscribe --http-threads N --http-max-connections M`: a keep-alive connection holds one worker
 # while it is open, so more open connections than --http-threads must still be answered (a fixed
 # pool of N workers left connection N+1 waiting for as long as the first N stayed busy), and at
-# --http-max-connections a further connection waits until one closes.
+# --http-max-connections a further connection waits until one closes; /metrics counts the workers
+# and the connections they serve.
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 PIDS=()
@@ -68,6 +69,15 @@ for n in range(5):
         ask(earlier)
     assert answered_within(c, 10), "connection %d of 5 was not answered while the others stayed open" % (n + 1)
     conns.append(c)
+# /metrics (asked on one of the five: a new connection would wait) counts them: 2 kept workers
+# plus one for each connection beyond them.
+conns[0].request("GET", "/metrics")
+r = conns[0].getresponse()
+text = r.read().decode()
+assert r.status == 200, r.status
+gauges = {l.split()[0]: float(l.split()[1]) for l in text.splitlines()
+          if l.split()[0] in ("kvindex_http_workers", "kvindex_http_connections")}
+assert gauges == {"kvindex_http_workers": 5.0, "kvindex_http_connections": 5.0}, gauges
 # A sixth is over --http-max-connections 5: it waits while the five stay open ...
 sixth = connect()
 sixth.request("POST", "/query", body, {"Content-Type": "application/json"})

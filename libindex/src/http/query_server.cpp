@@ -70,12 +70,18 @@ std::string EndpointHost(const std::string& endpoint) {
 // keeps `min_workers` threads and starts another whenever a connection arrives while no worker is
 // idle, up to `max_workers` (beyond that a connection waits for the first free worker); a worker
 // above `min_workers` that stays idle for kRetireAfter exits.
+// What /metrics shows of the connection workers.
+struct WorkerGauges {
+  std::atomic<uint64_t> workers{0};      // threads running
+  std::atomic<uint64_t> connections{0};  // connections being served (busy workers)
+};
+
 class ConnectionWorkers final : public httplib::TaskQueue {
  public:
   static constexpr std::chrono::seconds kRetireAfter{10};
 
-  ConnectionWorkers(size_t min_workers, size_t max_workers)
-      : min_(min_workers), max_(std::max(min_workers, max_workers)) {
+  ConnectionWorkers(size_t min_workers, size_t max_workers, WorkerGauges& gauges)
+      : min_(min_workers), max_(std::max(min_workers, max_workers)), gauges_(gauges) {
     std::lock_guard lock(mutex_);
     while (live_ < min_) Spawn();
   }
@@ -110,6 +116,7 @@ class ConnectionWorkers final : public httplib::TaskQueue {
     workers_.emplace_back();
     Worker* self = &workers_.back();
     ++live_;
+    gauges_.workers.store(live_, std::memory_order_relaxed);
     self->thread = std::thread([this, self] { Run(*self); });
   }
 
@@ -136,16 +143,20 @@ class ConnectionWorkers final : public httplib::TaskQueue {
       }
       std::function<void()> job = std::move(jobs_.front());
       jobs_.pop_front();
+      gauges_.connections.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       job();
       lock.lock();
+      gauges_.connections.fetch_sub(1, std::memory_order_relaxed);
     }
     --live_;
+    gauges_.workers.store(live_, std::memory_order_relaxed);
     self.done = true;
   }
 
   const size_t min_;
   const size_t max_;
+  WorkerGauges& gauges_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> jobs_;
@@ -255,6 +266,7 @@ struct QueryServer::Impl {
   std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1> latency_buckets{};
   std::atomic<uint64_t> latency_count{0};
   std::atomic<uint64_t> latency_sum_ns{0};
+  WorkerGauges worker_gauges;
 
   int Dispatch(const std::string& method, const std::string& path, const std::string& body,
                std::string& out, std::string& content_type);
@@ -533,6 +545,11 @@ std::string QueryServer::Impl::Metrics() {
              std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
     }
   }
+  gauge("kvindex_http_workers",
+        "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
+        static_cast<double>(worker_gauges.workers.load(std::memory_order_relaxed)));
+  gauge("kvindex_http_connections", "HTTP connections being served (one worker each).",
+        static_cast<double>(worker_gauges.connections.load(std::memory_order_relaxed)));
   out += "# HELP kvindex_http_query_duration_seconds Time to answer /query, /query_by_hash and "
          "/cache (parse, match, render).\n# TYPE kvindex_http_query_duration_seconds histogram\n";
   uint64_t cumulative = 0;
@@ -640,8 +657,8 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   httplib::Server& server = impl->server;
   const size_t threads = options.threads == 0 ? 1 : options.threads;
   const size_t max_connections = std::max(threads, options.max_connections);
-  server.new_task_queue = [threads, max_connections] {
-    return new ConnectionWorkers(threads, max_connections);
+  server.new_task_queue = [threads, max_connections, raw] {
+    return new ConnectionWorkers(threads, max_connections, raw->worker_gauges);
   };
   server.set_payload_max_length(kMaxQueryBodyBytes);
   // cpp-httplib writes headers and body separately: without TCP_NODELAY, Nagle's algorithm and the
