@@ -50,7 +50,8 @@ rows = [list(map(int, l.split())) for l in open(sys.argv[2])]
 assert len(rows) == 200, len(rows)
 # Due times of the measured requests: 500 ms (warm-up) + k * 5 ms.
 assert [d for d, _ in rows] == [500000 + 5000 * k for k in range(200)], rows[:3]
-assert max(l for _, l in rows) == int(r["max_us"]), (max(l for _, l in rows), r["max_us"])
+# The samples are whole microseconds (truncated), max_us is rounded to 0.1 us.
+assert abs(max(l for _, l in rows) - r["max_us"]) <= 1, (max(l for _, l in rows), r["max_us"])
 PYEOF
 kill -TERM $sub
 wait $sub
