@@ -57,43 +57,29 @@ Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& p
   return Status::Ok();
 }
 
-// Decodes a message body (u32 count, then u32 length + bytes per frame) into views of `body`.
-// False if the lengths do not add up to exactly `size` bytes. `frames` keeps its capacity, so a
-// streaming reader allocates only when a record has more frames than any before it.
-bool DecodeFrames(const std::byte* body, size_t size,
-                  std::vector<std::span<const std::byte>>& frames) {
-  frames.clear();
-  if (size < 4) return false;
-  const uint32_t count = GetLe32(body);
-  size_t pos = 4;
-  // Each frame needs at least its 4-byte length: bounds the count before resizing.
-  if (count > (size - 4) / 4) return false;
-  frames.resize(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    if (size - pos < 4) return false;
-    const uint32_t length = GetLe32(body + pos);
-    pos += 4;
-    if (size - pos < length) return false;
-    frames[i] = std::span<const std::byte>(body + pos, length);
-    pos += length;
-  }
-  return pos == size;
-}
-
 // `to` = `from`; cheaper than vector::assign for the small sizes of a record's parts.
 void CopyBytes(std::span<const std::byte> from, std::vector<std::byte>& to) {
   to.resize(from.size());
   if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
 }
 
-// The same as copies (the frame vectors of a reused record keep their capacity).
-bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<std::byte>>& frames) {
+// A frame of a record: borrowed (CaptureRecordView) or copied (CaptureRecord).
+void SetFrame(std::span<const std::byte> from, std::span<const std::byte>& to) { to = from; }
+void SetFrame(std::span<const std::byte> from, std::vector<std::byte>& to) { CopyBytes(from, to); }
+
+// Decodes a message body (u32 count, then u32 length + bytes per frame) into `frames`, views of
+// `body` or copies. False if the lengths do not add up to exactly `size` bytes. `frames` (and, for
+// copies, each frame vector) keeps its capacity, so a streaming reader allocates only when a
+// record has more or bigger frames than any before it.
+template <typename Frame>
+bool DecodeFrames(const std::byte* body, size_t size, std::vector<Frame>& frames) {
   if (size < 4) {
     frames.clear();
     return false;
   }
   const uint32_t count = GetLe32(body);
   size_t pos = 4;
+  // Each frame needs at least its 4-byte length: bounds the count before resizing.
   if (count > (size - 4) / 4) {
     frames.clear();
     return false;
@@ -104,7 +90,7 @@ bool DecodeFrames(const std::byte* body, size_t size, std::vector<std::vector<st
     const uint32_t length = GetLe32(body + pos);
     pos += 4;
     if (size - pos < length) return false;
-    CopyBytes(std::span<const std::byte>(body + pos, length), frames[i]);
+    SetFrame(std::span<const std::byte>(body + pos, length), frames[i]);
     pos += length;
   }
   return pos == size;
