@@ -1,6 +1,8 @@
 #include "kvindex/capture.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -546,6 +548,88 @@ TEST_CASE("A coalescing writer killed with SIGKILL keeps every flushed cycle") {
   // Only the write in progress when the kill came can be torn.
   CHECK((*r)->problems().size() <= 1);
   for (const auto& p : (*r)->problems()) CHECK(p.tail);
+}
+
+// Polls `done` every millisecond for up to 5 s (the background thread's pace is the machine's);
+// true as soon as it returns true.
+template <typename F>
+bool WaitFor(F done) {
+  for (int i = 0; i < 5000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_CASE("A background_sync writer fsyncs on its own thread, only after new data, across files") {
+  TempDir dir;
+  const fs::path base = dir.path / "bg.kvcap";
+  CaptureWriterOptions options;
+  options.background_sync = true;
+  options.fsync_interval = std::chrono::milliseconds(10);
+  options.rotate_bytes = 4096;
+  auto w = CaptureWriter::Create(base.string(), options);
+  REQUIRE(w.ok());
+  CaptureWriter& writer = **w;
+  writer.set_coalescing(true);
+  CHECK(writer.background_syncs() == 0);
+  // Nothing flushed yet (the file header does not count): no fsync however long we wait.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  CHECK(writer.background_syncs() == 0);
+  REQUIRE(WriteMessage(writer, 0, 1, {B("t"), B("12345678"), B("first")}).ok());
+  REQUIRE(writer.Flush().ok());
+  REQUIRE(writer.MaybeSync().ok());  // returns at once: the fsync is the thread's
+  CHECK(WaitFor([&] { return writer.background_syncs() >= 1; }));
+  const uint64_t after_first = writer.background_syncs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // six intervals, no new data
+  CHECK(writer.background_syncs() == after_first);
+  // Rotation hands the thread the new file; it syncs that one once data reaches it.
+  for (int i = 0; i < 40; ++i) {
+    REQUIRE(WriteMessage(writer, 0, 2 + i, {B("t"), B("12345678"), B(std::string(200, 'x'))}).ok());
+    REQUIRE(writer.Flush().ok());
+  }
+  REQUIRE(writer.paths().size() > 1);
+  CHECK(WaitFor([&] { return writer.background_syncs() > after_first; }));
+  REQUIRE(writer.MaybeSync().ok());
+  REQUIRE(writer.Close().ok());
+  CHECK(writer.background_syncs() == 0);  // the thread is gone
+  auto r = CaptureReader::Open(writer.paths());
+  REQUIRE(r.ok());
+  int messages = 0;
+  for (const auto& record : ReadAll(**r)) messages += record.type == CaptureRecordType::kMessage;
+  CHECK(messages == 41);
+  CHECK((*r)->problems().empty());
+}
+
+TEST_CASE("A background fsync failure is reported once by MaybeSync() and again by Close()") {
+  // fdatasync(2) fails with EINVAL on a FIFO: a writer whose "file" is one sees every fsync fail.
+  TempDir dir;
+  const fs::path path = dir.path / "fifo.kvcap";
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);  // so that opening to write works
+  REQUIRE(reader >= 0);
+  CaptureWriterOptions options;
+  options.background_sync = true;
+  options.fsync_interval = std::chrono::milliseconds(10);
+  options.overwrite = true;
+  auto w = CaptureWriter::Create(path.string(), options);
+  REQUIRE(w.ok());
+  CaptureWriter& writer = **w;
+  writer.set_coalescing(true);
+  REQUIRE(WriteMessage(writer, 0, 1, {B("t"), B("12345678"), B("x")}).ok());
+  REQUIRE(writer.Flush().ok());
+  Status failure;
+  CHECK(WaitFor([&] {
+    failure = writer.MaybeSync();
+    return !failure.ok();
+  }));
+  CHECK(failure.code() == StatusCode::kIoError);
+  CHECK(failure.message().find("fifo.kvcap: fsync") != std::string::npos);
+  CHECK(writer.MaybeSync().ok());  // reported once
+  const Status closed = writer.Close();
+  CHECK_FALSE(closed.ok());
+  CHECK(closed.message().find("fsync") != std::string::npos);
+  ::close(reader);
 }
 
 TEST_CASE("Rotation splits a capture into self-contained files read in order") {

@@ -5,9 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include <xxhash.h>
 
@@ -141,14 +146,83 @@ std::string RotatedCapturePath(const std::string& base, size_t index) {
 // ---------------------------------------------------------------------------------------------
 // CaptureWriter
 
+// The background fsync of CaptureWriterOptions::background_sync: every interval, fdatasync the
+// current file if data reached it since the last one. The writer swaps the file (SetFile) under
+// the same lock, so an fsync never runs on a closed or reused descriptor; Written() is one atomic
+// add on the recording thread.
+class CaptureWriter::Syncer {
+ public:
+  explicit Syncer(std::chrono::milliseconds interval)
+      : interval_(interval), thread_([this] { Run(); }) {}
+  ~Syncer() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  // The file to sync from now on (-1: none); waits for an fsync in progress.
+  void SetFile(int fd, const std::string& path) {
+    std::lock_guard lock(mu_);
+    fd_ = fd;
+    path_ = path;
+    synced_ = written_.load(std::memory_order_relaxed);
+  }
+  void Written() { written_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
+  // The first fsync error since the last call (once), else Ok.
+  Status TakeError() {
+    if (!failed_.load(std::memory_order_relaxed)) return Status::Ok();
+    std::lock_guard lock(mu_);
+    failed_.store(false, std::memory_order_relaxed);
+    return std::exchange(error_, Status::Ok());
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, interval_, [this] { return stop_; });
+      const uint64_t written = written_.load(std::memory_order_relaxed);
+      if (stop_ || fd_ < 0 || written == synced_) continue;
+      if (::fdatasync(fd_) != 0 && error_.ok()) {
+        error_ = Status::IoError(path_ + ": fsync: " + ErrnoText(errno));
+        failed_.store(true, std::memory_order_relaxed);
+      }
+      synced_ = written;
+      syncs_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                  // guarded by mu_
+  int fd_ = -1;                        // guarded by mu_
+  std::string path_;                   // guarded by mu_
+  uint64_t synced_ = 0;                // written_ as of the last fsync; guarded by mu_
+  Status error_;                       // guarded by mu_
+  std::atomic<uint64_t> written_{0};   // write(2)s so far
+  std::atomic<bool> failed_{false};    // error_ is set
+  std::atomic<uint64_t> syncs_{0};     // fsyncs done
+  std::thread thread_;                 // last: starts once the rest is initialised
+};
+
 CaptureWriter::CaptureWriter(std::string path, CaptureWriterOptions options)
     : base_path_(std::move(path)), options_(options) {}
 
 CaptureWriter::~CaptureWriter() { (void)Close(); }
 
+uint64_t CaptureWriter::background_syncs() const { return syncer_ ? syncer_->syncs() : 0; }
+
 Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
                                                             CaptureWriterOptions options) {
   std::unique_ptr<CaptureWriter> writer(new CaptureWriter(path, options));
+  if (options.background_sync && options.fsync_interval.count() > 0) {
+    writer->syncer_ = std::make_unique<Syncer>(options.fsync_interval);
+  }
   KVINDEX_RETURN_IF_ERROR(writer->OpenFile(path));
   return writer;
 }
@@ -163,6 +237,7 @@ Status CaptureWriter::OpenFile(const std::string& path) {
     return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
   }
   fd_ = fd;
+  if (syncer_) syncer_->SetFile(fd_, path);
   std::byte header[kCaptureFileHeaderSize] = {};
   std::memcpy(header, kMagic, sizeof(kMagic));
   PutLe16(header + 8, kCaptureVersion);
@@ -187,6 +262,7 @@ Status CaptureWriter::MaybeRotate() {
                        std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_interval;
   if (!by_bytes && !by_time) return Status::Ok();
   KVINDEX_RETURN_IF_ERROR(Sync());
+  if (syncer_) syncer_->SetFile(-1, {});
   ::close(fd_);
   fd_ = -1;
   KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
@@ -204,9 +280,17 @@ Status CaptureWriter::MaybeRotate() {
 std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                                       size_t body_size) {
   const size_t total = kCaptureRecordHeaderSize + body_size;
-  record_start_ = pending_.size();
-  pending_.resize(record_start_ + total);
-  std::byte* p = pending_.data() + record_start_;
+  record_start_ = pending_size_;
+  if (pending_capacity_ - pending_size_ < total) {
+    // Grows without zeroing (make_unique_for_overwrite): every byte is written before it is used.
+    const size_t capacity = std::max(2 * pending_capacity_, pending_size_ + total);
+    auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    if (pending_size_ != 0) std::memcpy(grown.get(), pending_.get(), pending_size_);
+    pending_ = std::move(grown);
+    pending_capacity_ = capacity;
+  }
+  pending_size_ += total;
+  std::byte* p = pending_.get() + record_start_;
   PutLe32(p, static_cast<uint32_t>(total));
   p[4] = static_cast<std::byte>(type);
   p[5] = std::byte{0};
@@ -218,14 +302,14 @@ std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, i
 }
 
 Status CaptureWriter::FinishRecord() {
-  std::byte* p = pending_.data() + record_start_;
-  const size_t total = pending_.size() - record_start_;
+  std::byte* p = pending_.get() + record_start_;
+  const size_t total = pending_size_ - record_start_;
   PutLe64(p + 8, RecordChecksum(p, total));
   file_bytes_ += total;
   bytes_written_ += total;
   ++records_written_;
   dirty_ = true;
-  if (!coalescing_ || pending_.size() >= kCaptureCoalesceBytes) {
+  if (!coalescing_ || pending_size_ >= kCaptureCoalesceBytes) {
     KVINDEX_RETURN_IF_ERROR(Flush());
   }
   if (!coalescing_) KVINDEX_RETURN_IF_ERROR(MaybeSync());  // coalescing: the owner's per cycle
@@ -256,14 +340,12 @@ void CaptureWriter::set_coalescing(bool on) {
 }
 
 Status CaptureWriter::Flush() {
-  if (pending_.empty()) return Status::Ok();
-  if (fd_ < 0) {
-    pending_.clear();
-    return Status::IoError(base_path_ + ": capture writer is closed");
-  }
-  const Status status = WriteAll(fd_, pending_.data(), pending_.size(), paths_.back());
-  pending_.clear();
-  return status;
+  if (pending_size_ == 0) return Status::Ok();
+  const size_t size = std::exchange(pending_size_, 0);
+  if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
+  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, pending_.get(), size, paths_.back()));
+  if (syncer_) syncer_->Written();
+  return Status::Ok();
 }
 
 Status CaptureWriter::WriteSourceDefinition(SourceId source, std::string_view definition_json,
@@ -320,6 +402,7 @@ Status CaptureWriter::WriteText(CaptureRecordType type, SourceId source, int64_t
 }
 
 Status CaptureWriter::MaybeSync() {
+  if (syncer_) return syncer_->TakeError();
   if (!dirty_) return Status::Ok();
   if (std::chrono::steady_clock::now() - last_sync_ < options_.fsync_interval) return Status::Ok();
   return Sync();
@@ -339,6 +422,11 @@ Status CaptureWriter::Sync() {
 Status CaptureWriter::Close() {
   if (fd_ < 0) return Status::Ok();
   Status status = Sync();  // flushes first
+  if (syncer_) {
+    const Status background = syncer_->TakeError();
+    if (status.ok()) status = background;
+    syncer_.reset();  // stops its thread
+  }
   if (::close(fd_) != 0 && status.ok()) {
     status = Status::IoError(paths_.back() + ": close: " + ErrnoText(errno));
   }

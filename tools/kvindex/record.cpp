@@ -44,6 +44,7 @@ Status RunRecord(const RecordOptions& options) {
   KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config));
   CaptureWriterOptions writer_options;
   writer_options.fsync_interval = Millis(options.fsync_interval);
+  writer_options.background_sync = true;  // the ingest thread never waits for the disk
   writer_options.rotate_bytes = options.rotate_bytes;
   writer_options.rotate_interval =
       std::chrono::seconds(static_cast<int64_t>(options.rotate_seconds + 0.5));
@@ -117,7 +118,8 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
                   "Start a new file once the current one is S seconds old")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--fsync-interval", options->fsync_interval,
-                  "fsync the capture at most every S seconds (0 = every record; default 1)")
+                  "fsync the capture every S seconds while new data arrives, on a thread of its own "
+                  "(default 1; 0 = on the recording thread after every poll cycle)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")

@@ -65,6 +65,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
   if (!options.record.empty()) {
     CaptureWriterOptions writer_options;
     writer_options.fsync_interval = Millis(options.fsync_interval);
+    writer_options.background_sync = true;  // the ingest thread never waits for the disk
     writer_options.overwrite = options.force;
     KVINDEX_ASSIGN_OR_RETURN(writer, CaptureWriter::Create(options.record, writer_options));
   }
@@ -135,8 +136,8 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--record", options->record, "Also record a capture to FILE");
   cmd->add_flag("--force", options->force, "Overwrite the --record file if it exists");
   cmd->add_option("--fsync-interval", options->fsync_interval,
-                  "fsync the --record capture at most every S seconds (0 = every record; "
-                  "default 1)")
+                  "fsync the --record capture every S seconds while new data arrives, on a thread "
+                  "of its own (default 1; 0 = on the recording thread after every poll cycle)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--warm-from", options->warm_from,
                   "Apply capture file(s) before going live (a rotated capture: every file, in "
