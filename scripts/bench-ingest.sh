@@ -5,6 +5,8 @@
 #
 # Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE] [REPS]
 #   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).
+# Environment: RUNS (default "50ev 50ev-rec 1ev 1ev-rec") picks and orders the runs of each
+#   repetition; RECORD_ARGS adds subscriber flags to the --record runs (e.g. "--fsync-interval 0.1").
 # Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
 # 1,000,000 batches. Rates are over the subscriber's first-to-last received message; blocks are
 # applied events (each event stores one block: --prompt-blocks 1).
@@ -16,7 +18,7 @@ REPS=${3:-3}
 KVINDEX=$BUILD/tools/kvindex/kvindex
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 commit=$(git rev-parse --short=12 HEAD)
-out=bench/results/ingest-$commit.json
+out=bench/results/ingest-$commit${OUT_SUFFIX:+-$OUT_SUFFIX}.json
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
@@ -30,7 +32,8 @@ run_one() {  # name events_per_batch batches record(0|1)
   local port=$((30000 + RANDOM % 20000))
   local rport=$((port + 1))
   local rec_args=()
-  [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force)
+  # shellcheck disable=SC2206  # RECORD_ARGS is split on purpose
+  [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force ${RECORD_ARGS:-})
   "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
     --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
     >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
@@ -75,10 +78,15 @@ PYEOF
 b50=$((200000 / SCALE))
 b1=$((1000000 / SCALE))
 for rep in $(seq 1 "$REPS"); do
-  run_one "50ev-r$rep" 50 "$b50" 0
-  run_one "50ev-rec-r$rep" 50 "$b50" 1
-  run_one "1ev-r$rep" 1 "$b1" 0
-  run_one "1ev-rec-r$rep" 1 "$b1" 1
+  for run in ${RUNS:-50ev 50ev-rec 1ev 1ev-rec}; do
+    case $run in
+      50ev) run_one "50ev-r$rep" 50 "$b50" 0 ;;
+      50ev-rec) run_one "50ev-rec-r$rep" 50 "$b50" 1 ;;
+      1ev) run_one "1ev-r$rep" 1 "$b1" 0 ;;
+      1ev-rec) run_one "1ev-rec-r$rep" 1 "$b1" 1 ;;
+      *) echo "bench-ingest.sh: unknown run '$run' in RUNS" >&2; exit 2 ;;
+    esac
+  done
 done
 "$PY" - "$tmp/rows.jsonl" "$out" "$commit" <<'PYEOF'
 import json, statistics, sys
