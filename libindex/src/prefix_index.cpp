@@ -674,10 +674,13 @@ struct PrefixIndex::Impl {
       if (p[i].holder != holder) continue;
       const uint16_t gone = p[i].tiers & mask;
       if (gone == 0) return 0;
+      // Counted in the loop rather than with std::popcount: without -mpopcnt (the build assumes no
+      // CPU feature) that is a libgcc call on every remove.
+      uint32_t n = 0;
       for (uint16_t m = gone; m != 0; m &= static_cast<uint16_t>(m - 1)) {
         --holders[holder].tier_presences[std::countr_zero(m)];
+        ++n;
       }
-      const uint32_t n = static_cast<uint32_t>(std::popcount(gone));
       presences -= n;
       p[i].tiers &= static_cast<uint16_t>(~mask);
       if (p[i].tiers == 0) {
