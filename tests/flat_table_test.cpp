@@ -1,17 +1,17 @@
-// FlatTable (libindex/src/flat_table.h, the index's open-addressing table) against std::unordered_map
-// over seeded random inserts, lookups and erases. Besides a well-mixed hash, two degenerate hashes
-// put every key at the same home: the last bucket (every probe run goes into the tail past the
-// nominal capacity and must append slots there) and the first bucket (one long run). After each
-// operation the sizes agree; every few operations every key of the map is found at a slot holding
-// it, and ForEach visits exactly the map's keys. The seed is printed on failure.
+// FlatTable (libindex/src/flat_table.h, the index's open-addressing table) against
+// std::unordered_map over seeded random inserts, lookups and erases. Besides a well-mixed hash, two
+// degenerate hashes put every key at the same home: the last bucket (every probe run goes into the
+// tail past the nominal capacity and must append slots there) and the first bucket (one long run).
+// After each operation the sizes agree; every few operations every key of the map is found at a
+// slot holding it, and ForEach visits exactly the map's keys. The seed is printed on failure.
+#include "../libindex/src/flat_table.h"
+
 #include <cstdint>
 #include <random>
 #include <unordered_map>
 #include <vector>
 
 #include <doctest/doctest.h>
-
-#include "../libindex/src/flat_table.h"
 
 namespace kvindex::internal {
 namespace {
@@ -130,13 +130,15 @@ TEST_CASE("FlatTable: one long run from the first bucket") {
   for (uint64_t seed = 1; seed <= 4; ++seed) RunAgainstMap<2>(seed, 3000, 200);
 }
 
-TEST_CASE("FlatTable: an erase in a tail run moves back only members whose home is at or before "
-          "the hole") {
+TEST_CASE(
+    "FlatTable: an erase in a tail run moves back only members whose home is at or before "
+    "the hole") {
   // Every key at the last bucket: the run starts at capacity - 1 and spills into the tail.
   using Table = FlatTable<Slot, Traits<1>>;
   Table table;
   auto match = [](uint64_t key) { return [key](const Slot& s) { return s.key == key; }; };
-  for (uint64_t k = 0; k < 10; ++k) table.Insert(Traits<1>::HashOf(k), {k, static_cast<uint32_t>(k)});
+  for (uint64_t k = 0; k < 10; ++k)
+    table.Insert(Traits<1>::HashOf(k), {k, static_cast<uint32_t>(k)});
   const size_t first = table.Find(Traits<1>::HashOf(0), match(0));
   REQUIRE(first != Table::kNotFound);
   table.EraseAt(first);
