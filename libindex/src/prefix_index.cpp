@@ -107,9 +107,10 @@ struct BlockTraits {
 
 // The engine-map hash of an engine hash: one multiplication by 2^64 / golden ratio (Fibonacci
 // hashing). The table's home bucket uses only the product's high 32 bits, which depend on every
-// bit of the key and spread arithmetic progressions evenly. Cheaper than Mix64 (the map rehashes
-// the members after an erased slot, and the apply path erases once per remove); an engine hash is
-// not chosen against the index any more than a prefix hash is.
+// bit of the key and spread arithmetic progressions evenly. Cheaper than Mix64 (an erase rehashes
+// the members after the erased slot, and the apply path erases once per remove). Like Mix64 (also
+// invertible), it is no defence against keys crafted to collide; engine hashes come from the
+// configured engines.
 inline uint64_t EngineMix(uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
 
 // 12 bytes: the engine hash as two halves (no 8-byte alignment padding) and the block.
@@ -704,7 +705,7 @@ struct PrefixIndex::Impl {
   // Clears the tiers in `mask` of `holder` on block `idx`; returns how many presences went. Frees
   // the block when nobody holds it any more (reported through *freed).
   KVINDEX_HOT uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed,
-                          uint8_t dropping = 0) {
+                                      uint8_t dropping = 0) {
     Block& b = block(idx);
     Presence* p = b.data();
     *freed = false;
