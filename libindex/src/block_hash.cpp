@@ -3,7 +3,11 @@
 #include <bit>
 #include <cstring>
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+// The xxHash functions are compiled inline here (same algorithm, same values as the shared
+// library): a block hash is 64 bytes and a chain step 16, so the call through the library's PLT
+// and its length dispatch cost about as much as the hashing (BM_PrefixIndex_Apply,
+// docs/benchmarks.md "Fifth session: apply"). XXH_INLINE_ALL also gives XXH3_state_t.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 namespace kvindex {
@@ -28,7 +32,7 @@ LocalBlockHash HashBlockTokens(std::span<const TokenId> tokens, uint64_t seed) {
 LocalBlockHash MixMultimodalKeys(LocalBlockHash local, std::span<const MultimodalKey> keys,
                                  uint64_t seed) {
   if (keys.empty()) return local;
-  XXH3_state_t state;
+  XXH3_state_t state{};  // zeroed: GCC 12 sees the inlined reset read fields it then sets
   XXH3_64bits_reset_withSeed(&state, seed);
   for (const MultimodalKey& key : keys) {
     const uint32_t length = static_cast<uint32_t>(key.id.size());

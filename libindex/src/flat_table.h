@@ -1,6 +1,12 @@
 // FlatTable: a small open-addressing hash table (linear probing, capacity growing by 1.5x, maximum
 // load 4/5, backward-shift deletion: no tombstones) over caller-defined slots. Private to libindex.
 //
+// Probe runs never wrap around: homes lie in [0, capacity) and the slot array has a tail of
+// kTail slots beyond it (appended to, one slot at a time, in the rare case a run reaches its
+// end). So a probe step is i + 1 and an erase moves a later member back when its home is at or
+// before the hole, with no modular distances (3.5% fewer instructions in BM_PrefixIndex_Apply;
+// docs/benchmarks.md "Fifth session: apply").
+//
 // Why not std::unordered_map: one node allocation per entry (about 40 bytes of heap and a cache
 // miss per lookup); the index needs ~10 M inserts/s and <= 64 bytes per presence (docs/
 // architecture.md "Index memory layout"). A Traits type supplies:
@@ -47,7 +53,10 @@ class FlatTable {
  public:
   static constexpr size_t kNotFound = static_cast<size_t>(-1);
 
+  static constexpr size_t kTail = 16;
+
   size_t size() const { return size_; }
+  // Slot positions are below capacity() (homes below the nominal capacity, runs into the tail).
   size_t capacity() const { return slots_.size(); }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
@@ -60,11 +69,13 @@ class FlatTable {
   template <typename Match>
   size_t Find(uint64_t h, Match&& match) const {
     if (size_ == 0) return kNotFound;
-    for (size_t i = Home(h);; i = Next(i)) {
+    const size_t end = slots_.size();
+    for (size_t i = Home(h); i < end; ++i) {
       const Slot& s = slots_[i];
       if (Traits::Empty(s)) return kNotFound;
       if (match(s)) return i;
     }
+    return kNotFound;
   }
 
   // One probe for "find, else insert": makes room for one more slot first (so the position stays
@@ -72,12 +83,15 @@ class FlatTable {
   // probe run, false}.
   template <typename Match>
   std::pair<size_t, bool> FindOrSlot(uint64_t h, Match&& match) {
-    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
-    for (size_t i = Home(h);; i = Next(i)) {
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(NextCapacity(cap_));
+    const size_t end = slots_.size();
+    for (size_t i = Home(h); i < end; ++i) {
       const Slot& s = slots_[i];
       if (Traits::Empty(s)) return {i, false};
       if (match(s)) return {i, true};
     }
+    slots_.push_back(Traits::MakeEmpty());  // the run filled the tail: one more slot
+    return {end, false};
   }
   // Fills the empty position FindOrSlot() returned (no other insert or erase in between).
   void InsertAt(size_t pos, const Slot& slot) {
@@ -101,22 +115,22 @@ class FlatTable {
 
   // Inserts `slot` (whose hash is `h`); the caller has checked it is absent. Returns its position.
   size_t Insert(uint64_t h, const Slot& slot) {
-    if ((size_ + 1) * 5 > cap_ * 4) Grow(cap_ < 16 ? 16 : cap_ + cap_ / 2);
-    size_t i = Home(h);
-    while (!Traits::Empty(slots_[i])) i = Next(i);
-    slots_[i] = slot;
+    if ((size_ + 1) * 5 > cap_ * 4) Grow(NextCapacity(cap_));
+    const size_t i = Place(slots_, Home(h), slot);
     ++size_;
     return i;
   }
 
   // Removes the slot at `pos`, shifting later members of its probe run back (no tombstones).
-  void EraseAt(size_t pos) {
+  // Forced inline: the index's apply path erases once per remove.
+  [[gnu::always_inline]] inline void EraseAt(size_t pos) {
     size_t i = pos;
-    for (size_t j = Next(i);; j = Next(j)) {
+    const size_t end = slots_.size();
+    for (size_t j = i + 1; j < end; ++j) {
       if (Traits::Empty(slots_[j])) break;
-      const size_t home = Home(Traits::Hash(slots_[j]));
-      // Leave slot j where it is when its home lies cyclically in (i, j].
-      if (Distance(home, j) < Distance(i, j)) continue;
+      // Slot j moves into the hole at i unless its home lies after the hole (runs never wrap, so
+      // its home is at most j).
+      if (Home(Traits::Hash(slots_[j])) > i) continue;
       slots_[i] = slots_[j];
       i = j;
     }
@@ -131,14 +145,13 @@ class FlatTable {
   // table does not change between BuildGrown() and Adopt().
   bool NeedsGrow() const { return (size_ + 1) * 5 > cap_ * 4; }
   std::vector<Slot> BuildGrown() const {
-    const size_t cap = cap_ < 16 ? 16 : cap_ + cap_ / 2;
     std::vector<Slot> fresh;
-    Rehash(slots_, fresh, cap);
+    Rehash(slots_, fresh, NextCapacity(cap_));
     return fresh;
   }
   void Adopt(std::vector<Slot>& fresh) {
     fresh.swap(slots_);
-    cap_ = slots_.size();
+    cap_ = NextCapacity(cap_);
   }
 
   void Reserve(size_t n) {
@@ -155,26 +168,36 @@ class FlatTable {
   }
 
  private:
-  size_t Next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
-  // Steps from a forward to b, cyclically.
-  size_t Distance(size_t a, size_t b) const { return b >= a ? b - a : b + cap_ - a; }
+  static size_t NextCapacity(size_t cap) { return cap < 16 ? 16 : cap + cap / 2; }
 
   void Grow(size_t cap) {
     std::vector<Slot> fresh;
     Rehash(slots_, fresh, cap);
-    Adopt(fresh);
+    fresh.swap(slots_);
+    cap_ = cap;
   }
 
-  // Fills `to` with the members of `from` in a table of capacity `cap`.
+  // Puts `slot` in the first empty position of `to` from `i` on, appending one when the run
+  // reaches the end. Returns its position.
+  static size_t Place(std::vector<Slot>& to, size_t i, const Slot& slot) {
+    const size_t end = to.size();
+    while (i < end && !Traits::Empty(to[i])) ++i;
+    if (i == end) {
+      to.push_back(slot);
+    } else {
+      to[i] = slot;
+    }
+    return i;
+  }
+
+  // Fills `to` with the members of `from` in a table of capacity `cap` (and its tail).
   static void Rehash(const std::vector<Slot>& from, std::vector<Slot>& to, size_t cap) {
-    to.reserve(cap);
+    to.reserve(cap + kTail);
     if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(to.data(), cap * sizeof(Slot));
-    to.assign(cap, Traits::MakeEmpty());
+    to.assign(cap + kTail, Traits::MakeEmpty());
     for (const Slot& s : from) {
       if (Traits::Empty(s)) continue;
-      size_t i = static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32);
-      while (!Traits::Empty(to[i])) i = i + 1 == cap ? 0 : i + 1;
-      to[i] = s;
+      Place(to, static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32), s);
     }
   }
 

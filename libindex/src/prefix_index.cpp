@@ -105,6 +105,14 @@ struct BlockTraits {
   static uint64_t Hash(const BlockSlot& s) { return static_cast<uint64_t>(s.tag) << 32; }
 };
 
+// The engine-map hash of an engine hash: one multiplication by 2^64 / golden ratio (Fibonacci
+// hashing). The table's home bucket uses only the product's high 32 bits, which depend on every
+// bit of the key and spread arithmetic progressions evenly. Cheaper than Mix64 (an erase rehashes
+// the members after the erased slot, and the apply path erases once per remove). Like Mix64 (also
+// invertible), it is no defence against keys crafted to collide; engine hashes come from the
+// configured engines.
+inline uint64_t EngineMix(uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
+
 // 12 bytes: the engine hash as two halves (no 8-byte alignment padding) and the block.
 struct EngineSlot {
   uint32_t lo;
@@ -116,7 +124,7 @@ static_assert(sizeof(EngineSlot) == 12);
 struct EngineTraits {
   static bool Empty(const EngineSlot& s) { return s.block == kNone; }
   static EngineSlot MakeEmpty() { return {0, 0, kNone}; }
-  static uint64_t Hash(const EngineSlot& s) { return Mix64(s.key()); }
+  static uint64_t Hash(const EngineSlot& s) { return EngineMix(s.key()); }
 };
 
 struct BlockRef {
@@ -235,6 +243,9 @@ std::unique_ptr<Block[], UnmapChunk> MapChunk() {
 #endif
 }
 
+// A helper on the apply path, forced inline (see Impl::Tick()).
+#define KVINDEX_HOT [[gnu::always_inline]] inline
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -321,7 +332,7 @@ struct Pending {
   EngineHash engine;
   int32_t partial;  // -1: a full block; else an index into the event's partial pages
   uint64_t key_hash = 0;    // KeyHash(hash, scope, ns)
-  uint64_t engine_mix = 0;  // Mix64(engine): its engine-map hash
+  uint64_t engine_mix = 0;  // EngineMix(engine): its engine-map hash
 };
 
 }  // namespace
@@ -335,7 +346,10 @@ struct PrefixIndex::Impl {
   // Last-touch stamps (stored or matched), only with max_blocks; queries write them (relaxed).
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> touch_chunks;
   uint32_t allocated = 0;  // block records handed out (free ones included)
+  // Reusable records: free_list[0, free_count) (a vector used as storage, so that a free is a
+  // store and an increment, not a push_back call: the apply path frees a record per remove).
   std::vector<uint32_t> free_list;
+  size_t free_count = 0;
   std::vector<uint32_t> deferred;  // freed, waiting for Recycle()
   std::vector<uint64_t> deferred_bits;  // bit per record: in `deferred` (a cache-friendly test)
   FlatTable<BlockSlot, BlockTraits> table;
@@ -366,7 +380,7 @@ struct PrefixIndex::Impl {
   uint32_t ops_in_section = 0;
   std::vector<Pending> pending;
   std::vector<Partial> pending_partials;
-  std::vector<uint64_t> remove_mix;  // Mix64 of a remove's engine hashes
+  std::vector<uint64_t> remove_mix;  // EngineMix of a remove's engine hashes
 
   explicit Impl(IndexOptions o) : options(o) {
     if (options.max_blocks > 0) table.Reserve(options.max_blocks + 1);
@@ -421,16 +435,23 @@ struct PrefixIndex::Impl {
   }
   // Between two block operations: the section ends after kWriterChunk operations, or after
   // kWriterMinOps when a reader waits (the minimum keeps ingest moving under a query storm).
-  void Tick() {
+  // Inline: it runs after every block operation (the hot-path helpers below are forced inline and
+  // their rare paths kept out of line, because a call's register saving cost about a tenth of a
+  // block operation; docs/benchmarks.md "Fifth session: apply").
+  KVINDEX_HOT void Tick() {
     ++ops_in_section;
-    if (ops_in_section >= kWriterChunk ||
-        (ops_in_section >= kWriterMinOps && lock.readers_waiting())) {
-      if (writer_locked) {
-        lock.YieldToReaders();
-        ops_in_section = 0;
-      } else {
-        WLock();
-      }
+    if (ops_in_section >= kWriterMinOps &&
+        (ops_in_section >= kWriterChunk || lock.readers_waiting())) {
+      EndSection();
+    }
+  }
+  static_assert(kWriterChunk >= kWriterMinOps);
+  [[gnu::noinline]] void EndSection() {
+    if (writer_locked) {
+      lock.YieldToReaders();
+      ops_in_section = 0;
+    } else {
+      WLock();
     }
   }
 
@@ -547,17 +568,13 @@ struct PrefixIndex::Impl {
 
   // Allocates the record of a block absent from the table: `h` is its KeyHash() and `pos` the empty
   // table position table.FindOrSlot(h, ...) returned for it.
-  uint32_t AllocBlock(uint64_t hash, uint32_t scope, uint32_t ns, uint64_t h, size_t pos) {
+  KVINDEX_HOT uint32_t AllocBlock(uint64_t hash, uint32_t scope, uint32_t ns, uint64_t h,
+                                  size_t pos) {
     uint32_t idx;
-    if (!free_list.empty()) {
-      idx = free_list.back();
-      free_list.pop_back();
+    if (free_count != 0) {
+      idx = free_list[--free_count];
     } else {
-      if ((allocated >> kChunkBits) >= chunks.size()) {
-        chunks.emplace_back(MapChunk());
-        if (evicting()) touch_chunks.push_back(std::make_unique<std::atomic<uint64_t>[]>(kChunkSize));
-      }
-      idx = allocated++;
+      idx = NewRecord();
     }
     Block& b = block(idx);
     b.hash = hash;
@@ -568,35 +585,54 @@ struct PrefixIndex::Impl {
     b.engine_refs = 0;
     table.InsertAt(pos, {static_cast<uint32_t>(h >> 32), idx});
     ++live_blocks;
-    if (evicting()) {
-      const uint64_t now = clock.fetch_add(1, std::memory_order_relaxed);
-      touch(idx).store(now, std::memory_order_relaxed);
-      heap.push_back({now, idx, b.gen});
-      std::push_heap(heap.begin(), heap.end(), std::greater<>());
-    }
+    if (evicting()) QueueForEviction(idx);
     return idx;
+  }
+  [[gnu::noinline]] uint32_t NewRecord() {
+    if ((allocated >> kChunkBits) >= chunks.size()) {
+      chunks.emplace_back(MapChunk());
+      if (evicting()) touch_chunks.push_back(std::make_unique<std::atomic<uint64_t>[]>(kChunkSize));
+    }
+    return allocated++;
+  }
+  [[gnu::noinline]] void QueueForEviction(uint32_t idx) {
+    const uint64_t now = clock.fetch_add(1, std::memory_order_relaxed);
+    touch(idx).store(now, std::memory_order_relaxed);
+    heap.push_back({now, idx, block(idx).gen});
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
   }
 
   // `dropping`: engine entries pointing here that the caller erases right after (before any
   // allocation), so they do not hold the record back.
-  void FreeBlock(uint32_t idx, uint8_t dropping = 0) {
+  KVINDEX_HOT void FreeBlock(uint32_t idx, uint8_t dropping = 0) {
     Block& b = block(idx);
     const uint64_t h = KeyHash(b.hash, b.scope, b.ns);
     const size_t pos = table.Find(h, [&](const BlockSlot& s) { return s.idx == idx; });
     if (pos != table.kNotFound) table.EraseAt(pos);
-    if (!b.inline_store()) {
-      overflow_bytes -= b.cap() * sizeof(Presence);
-      delete[] b.store.heap;
-    }
+    if (!b.inline_store()) FreeOverflow(b);
     b.cap_log2 = 1;
     b.count = 0;
     ++b.gen;
     --live_blocks;
     if (b.engine_refs != kStickyRefs && b.engine_refs <= dropping) {
       b.engine_refs = 0;
-      free_list.push_back(idx);  // no engine entry points here (once the caller's go): reusable
+      PushFree(idx);  // no engine entry points here (once the caller's go): reusable
       return;
     }
+    Defer(idx);
+  }
+  KVINDEX_HOT void PushFree(uint32_t idx) {
+    if (free_count == free_list.size()) GrowFreeList();
+    free_list[free_count++] = idx;
+  }
+  [[gnu::noinline]] void GrowFreeList() {
+    free_list.resize(std::max<size_t>(1024, free_list.size() * 2));
+  }
+  [[gnu::noinline]] void FreeOverflow(Block& b) {
+    overflow_bytes -= b.cap() * sizeof(Presence);
+    delete[] b.store.heap;
+  }
+  [[gnu::noinline]] void Defer(uint32_t idx) {
     deferred.push_back(idx);
     if ((idx >> 6) >= deferred_bits.size()) deferred_bits.resize((idx >> 6) + 1024, 0);
     deferred_bits[idx >> 6] |= 1ULL << (idx & 63);
@@ -622,8 +658,8 @@ struct PrefixIndex::Impl {
       EngineErase(*instances[ii], key);
       Tick();
     }
-    free_list.insert(free_list.end(), deferred.begin(), deferred.end());
     for (uint32_t idx : deferred) {
+      PushFree(idx);
       deferred_bits[idx >> 6] &= ~(1ULL << (idx & 63));
       block(idx).engine_refs = 0;  // every entry pointing here was erased above
     }
@@ -631,7 +667,7 @@ struct PrefixIndex::Impl {
   }
 
   // Adds tier `t` for `holder` to block `idx`. Returns false for a duplicate.
-  bool AddPresence(uint32_t idx, uint16_t holder, uint32_t t) {
+  KVINDEX_HOT bool AddPresence(uint32_t idx, uint16_t holder, uint32_t t) {
     Block& b = block(idx);
     Presence* p = b.data();
     const uint16_t bit = static_cast<uint16_t>(1u << t);
@@ -644,29 +680,32 @@ struct PrefixIndex::Impl {
         return true;
       }
     }
-    if (b.count == b.cap()) {
-      const uint32_t cap = b.cap() * 2;
-      Presence* grown = new Presence[cap];
-      std::memcpy(grown, p, b.count * sizeof(Presence));
-      if (!b.inline_store()) {
-        overflow_bytes -= b.cap() * sizeof(Presence);
-        delete[] b.store.heap;
-      }
-      overflow_bytes += cap * sizeof(Presence);
-      b.store.heap = grown;
-      ++b.cap_log2;
-      p = grown;
-    }
+    if (b.count == b.cap()) p = GrowPresence(b);
     p[b.count++] = {holder, bit};
     ++holders[holder].tier_presences[t];
     ++presences;
     return true;
   }
 
+  // Doubles the presence capacity of a full block; returns its presence array.
+  [[gnu::noinline]] Presence* GrowPresence(Block& b) {
+    const uint32_t cap = b.cap() * 2;
+    Presence* grown = new Presence[cap];
+    std::memcpy(grown, b.data(), b.count * sizeof(Presence));
+    if (!b.inline_store()) {
+      overflow_bytes -= b.cap() * sizeof(Presence);
+      delete[] b.store.heap;
+    }
+    overflow_bytes += cap * sizeof(Presence);
+    b.store.heap = grown;
+    ++b.cap_log2;
+    return grown;
+  }
+
   // Clears the tiers in `mask` of `holder` on block `idx`; returns how many presences went. Frees
   // the block when nobody holds it any more (reported through *freed).
-  uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed,
-                          uint8_t dropping = 0) {
+  KVINDEX_HOT uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed,
+                                      uint8_t dropping = 0) {
     Block& b = block(idx);
     Presence* p = b.data();
     *freed = false;
@@ -674,10 +713,13 @@ struct PrefixIndex::Impl {
       if (p[i].holder != holder) continue;
       const uint16_t gone = p[i].tiers & mask;
       if (gone == 0) return 0;
+      // Counted in the loop rather than with std::popcount: without -mpopcnt (the build assumes no
+      // CPU feature) that is a libgcc call on every remove.
+      uint32_t n = 0;
       for (uint16_t m = gone; m != 0; m &= static_cast<uint16_t>(m - 1)) {
         --holders[holder].tier_presences[std::countr_zero(m)];
+        ++n;
       }
-      const uint32_t n = static_cast<uint32_t>(std::popcount(gone));
       presences -= n;
       p[i].tiers &= static_cast<uint16_t>(~mask);
       if (p[i].tiers == 0) {
@@ -709,12 +751,12 @@ struct PrefixIndex::Impl {
     return [lo, hi](const EngineSlot& s) { return s.lo == lo && s.hi == hi; };
   }
   uint32_t EngineLookup(const Instance& inst, uint64_t key) const {
-    const size_t pos = inst.engine.Find(Mix64(key), EngineMatch(key));
+    const size_t pos = inst.engine.Find(EngineMix(key), EngineMatch(key));
     if (pos == inst.engine.kNotFound) return kNone;
     const uint32_t idx = inst.engine.at(pos).block;
     return block(idx).count == 0 ? kNone : idx;  // a freed record is never reused while mapped
   }
-  // `h` is Mix64(key).
+  // `h` is EngineMix(key).
   void EngineSet(Instance& inst, uint64_t key, uint64_t h, uint32_t idx) {
     const auto [pos, found] = inst.engine.FindOrSlot(h, EngineMatch(key));
     if (found) {
@@ -732,7 +774,7 @@ struct PrefixIndex::Impl {
     inst.engine.EraseAt(pos);
   }
   void EngineErase(Instance& inst, uint64_t key) {
-    const size_t pos = inst.engine.Find(Mix64(key), EngineMatch(key));
+    const size_t pos = inst.engine.Find(EngineMix(key), EngineMatch(key));
     if (pos != inst.engine.kNotFound) EngineEraseAt(inst, pos);
   }
   // Drops entries whose block is gone or no longer held by the instance (B20: no leaking map).
@@ -833,8 +875,8 @@ struct PrefixIndex::Impl {
     if (ev.block_hashes.empty()) return;
     const Source& src = sources[sid];
     const Instance& inst = *instances[src.inst];
-    if (ev.parent) inst.engine.Prefetch(Mix64(ev.parent->value));
-    inst.engine.Prefetch(Mix64(ev.block_hashes[0].value));
+    if (ev.parent) inst.engine.Prefetch(EngineMix(ev.parent->value));
+    inst.engine.Prefetch(EngineMix(ev.block_hashes[0].value));
     const uint32_t bs = src.last_block_size;
     if (ev.parent || src.last_scope == kNone || ev.standard_hashes || src.config.hash_standard ||
         !ev.multimodal.empty() || ev.token_ids.size() != ev.block_hashes.size() * bs ||
@@ -1016,7 +1058,7 @@ struct PrefixIndex::Impl {
 
     for (Pending& p : pending) {
       if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
-      p.engine_mix = Mix64(p.engine.value);
+      p.engine_mix = EngineMix(p.engine.value);
     }
     // Stage 2, under the exclusive lock in chunks: presence and maps.
     WLock();
@@ -1082,7 +1124,7 @@ struct PrefixIndex::Impl {
     const auto& hashes = ev.block_hashes;
     const size_t n = hashes.size();
     remove_mix.resize(n);
-    for (size_t k = 0; k < n; ++k) remove_mix[k] = Mix64(hashes[k].value);
+    for (size_t k = 0; k < n; ++k) remove_mix[k] = EngineMix(hashes[k].value);
     WLock();
     // A remove chases three dependent cache misses (engine slot -> block record -> table slot);
     // prefetch them in a pipeline: the engine slot 8 hashes ahead, the record 4 ahead (its index
