@@ -1,8 +1,11 @@
 #include "kvindex/capture.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -599,6 +602,83 @@ TEST_CASE("A background_sync writer fsyncs on its own thread, only after new dat
   for (const auto& record : ReadAll(**r)) messages += record.type == CaptureRecordType::kMessage;
   CHECK(messages == 41);
   CHECK((*r)->problems().empty());
+}
+
+// Pages of `path` in the page cache (mincore(2) over a read-only mapping).
+size_t ResidentPages(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  const size_t size = fs::file_size(path);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  REQUIRE(map != MAP_FAILED);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((size + page - 1) / page);
+  REQUIRE(::mincore(map, size, in.data()) == 0);
+  ::munmap(map, size);
+  size_t resident = 0;
+  for (unsigned char c : in) resident += c & 1;
+  return resident;
+}
+
+TEST_CASE("A drop_behind writer keeps its capture out of the page cache, and the data intact") {
+  TempDir dir;
+  struct statfs fs_info {};
+  REQUIRE(::statfs(dir.path.c_str(), &fs_info) == 0);
+  if (fs_info.f_type == TMPFS_MAGIC) {
+    MESSAGE("skipped: the temporary directory is on tmpfs, whose pages cannot be dropped");
+    return;
+  }
+  const fs::path path = dir.path / "drop.kvcap";
+  CaptureWriterOptions options;
+  options.background_sync = true;
+  options.drop_behind = true;
+  options.fsync_interval = std::chrono::milliseconds(1000);
+  auto w = CaptureWriter::Create(path.string(), options);
+  REQUIRE(w.ok());
+  CaptureWriter& writer = **w;
+  writer.set_coalescing(true);
+  // 16 MiB in 64 KiB records, written over a few of the thread's 50 ms ticks.
+  const Bytes payload(64 * 1024 - 64, std::byte{0x5a});
+  for (int i = 0; i < 256; ++i) {
+    REQUIRE(WriteMessage(writer, 0, i, {B("t"), B("12345678"), payload}).ok());
+    REQUIRE(writer.Flush().ok());
+    if (i % 32 == 31) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const size_t pages = fs::file_size(path) / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // Everything but the last tick's writes leaves the page cache, without anyone asking.
+  CHECK(WaitFor([&] { return writer.dropped_bytes() >= fs::file_size(path) / 2; }));
+  CHECK(ResidentPages(path) < pages / 2);
+  REQUIRE(writer.Close().ok());
+  auto r = CaptureReader::Open({path.string()});
+  REQUIRE(r.ok());
+  const auto records = ReadAll(**r);
+  CHECK((*r)->problems().empty());
+  REQUIRE(records.size() == 256);
+  for (size_t i = 0; i < records.size(); ++i) {
+    CHECK(records[i].recv_ns == static_cast<int64_t>(i));
+    CHECK(records[i].frames[2] == payload);
+  }
+}
+
+TEST_CASE("Without drop_behind the capture stays in the page cache (the test above can fail)") {
+  TempDir dir;
+  const fs::path path = dir.path / "keep.kvcap";
+  CaptureWriterOptions options;
+  options.background_sync = true;
+  options.fsync_interval = std::chrono::milliseconds(10);
+  auto w = CaptureWriter::Create(path.string(), options);
+  REQUIRE(w.ok());
+  const Bytes payload(64 * 1024 - 64, std::byte{0x5a});
+  for (int i = 0; i < 64; ++i) {
+    REQUIRE(WriteMessage(**w, 0, i, {B("t"), B("12345678"), payload}).ok());
+  }
+  CHECK(WaitFor([&] { return (*w)->background_syncs() >= 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK((*w)->dropped_bytes() == 0);
+  const size_t pages = fs::file_size(path) / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  CHECK(ResidentPages(path) >= pages * 9 / 10);
+  REQUIRE((*w)->Close().ok());
 }
 
 TEST_CASE("A background fsync failure is reported once by MaybeSync() and again by Close()") {

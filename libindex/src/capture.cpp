@@ -146,14 +146,17 @@ std::string RotatedCapturePath(const std::string& base, size_t index) {
 // ---------------------------------------------------------------------------------------------
 // CaptureWriter
 
-// The background fsync of CaptureWriterOptions::background_sync: every interval, fdatasync the
-// current file if data reached it since the last one. The writer swaps the file (SetFile) under
-// the same lock, so an fsync never runs on a closed or reused descriptor; Written() is one atomic
-// add on the recording thread.
+// The background thread of CaptureWriterOptions::background_sync. Every interval it fdatasyncs
+// the current file if data reached it since the last fsync. With drop_behind it also wakes every
+// kDropBehindTick: it starts the writeback of what was written since its last tick
+// (sync_file_range), waits for the writeback it started one tick earlier, and drops those pages
+// from the page cache (POSIX_FADV_DONTNEED). The writer swaps the file (SetFile) under the same
+// lock, so the thread never acts on a closed or reused descriptor; Written() is one atomic store on
+// the recording thread.
 class CaptureWriter::Syncer {
  public:
-  explicit Syncer(std::chrono::milliseconds interval)
-      : interval_(interval), thread_([this] { Run(); }) {}
+  Syncer(std::chrono::milliseconds interval, bool drop_behind)
+      : interval_(interval), drop_behind_(drop_behind), thread_([this] { Run(); }) {}
   ~Syncer() {
     {
       std::lock_guard lock(mu_);
@@ -163,15 +166,20 @@ class CaptureWriter::Syncer {
     thread_.join();
   }
 
-  // The file to sync from now on (-1: none); waits for an fsync in progress.
-  void SetFile(int fd, const std::string& path) {
+  // The file to work on from now on (-1: none); waits for an fsync in progress. `end`: the bytes
+  // the file already holds.
+  void SetFile(int fd, const std::string& path, uint64_t end) {
     std::lock_guard lock(mu_);
     fd_ = fd;
     path_ = path;
-    synced_ = written_.load(std::memory_order_relaxed);
+    end_.store(end, std::memory_order_relaxed);
+    synced_end_ = end;
+    started_ = dropped_ = 0;
   }
-  void Written() { written_.fetch_add(1, std::memory_order_relaxed); }
+  // The file now holds `end` bytes (all of them passed to write(2)).
+  void Written(uint64_t end) { end_.store(end, std::memory_order_relaxed); }
   uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
+  uint64_t dropped_bytes() const { return dropped_total_.load(std::memory_order_relaxed); }
   // The first fsync error since the last call (once), else Ok.
   Status TakeError() {
     if (!failed_.load(std::memory_order_relaxed)) return Status::Ok();
@@ -181,33 +189,66 @@ class CaptureWriter::Syncer {
   }
 
  private:
+  static constexpr std::chrono::milliseconds kDropBehindTick{50};
+
   void Run() {
     std::unique_lock lock(mu_);
+    const auto tick = drop_behind_ ? std::min(interval_, kDropBehindTick) : interval_;
+    auto next_sync = std::chrono::steady_clock::now() + interval_;
     while (!stop_) {
-      cv_.wait_for(lock, interval_, [this] { return stop_; });
-      const uint64_t written = written_.load(std::memory_order_relaxed);
-      if (stop_ || fd_ < 0 || written == synced_) continue;
+      cv_.wait_for(lock, tick, [this] { return stop_; });
+      if (stop_ || fd_ < 0) continue;
+      const uint64_t end = end_.load(std::memory_order_relaxed);
+      if (drop_behind_) DropBehind(end);
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_sync) continue;
+      next_sync = now + interval_;
+      if (end == synced_end_) continue;
       if (::fdatasync(fd_) != 0 && error_.ok()) {
         error_ = Status::IoError(path_ + ": fsync: " + ErrnoText(errno));
         failed_.store(true, std::memory_order_relaxed);
       }
-      synced_ = written;
+      synced_end_ = end;
       syncs_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
+  // Best effort (a failure only leaves pages cached): errors are fdatasync's to report.
+  void DropBehind(uint64_t end) {
+    if (started_ > dropped_) {
+      (void)::sync_file_range(fd_, static_cast<off_t>(dropped_),
+                              static_cast<off_t>(started_ - dropped_),
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                  SYNC_FILE_RANGE_WAIT_AFTER);
+      if (::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(started_ - dropped_),
+                          POSIX_FADV_DONTNEED) == 0) {
+        dropped_total_.fetch_add(started_ - dropped_, std::memory_order_relaxed);
+      }
+      dropped_ = started_;
+    }
+    if (end > started_) {
+      (void)::sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(end - started_),
+                              SYNC_FILE_RANGE_WRITE);
+      started_ = end;
+    }
+  }
+
   const std::chrono::milliseconds interval_;
+  const bool drop_behind_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                  // guarded by mu_
-  int fd_ = -1;                        // guarded by mu_
-  std::string path_;                   // guarded by mu_
-  uint64_t synced_ = 0;                // written_ as of the last fsync; guarded by mu_
-  Status error_;                       // guarded by mu_
-  std::atomic<uint64_t> written_{0};   // write(2)s so far
-  std::atomic<bool> failed_{false};    // error_ is set
-  std::atomic<uint64_t> syncs_{0};     // fsyncs done
-  std::thread thread_;                 // last: starts once the rest is initialised
+  bool stop_ = false;                     // guarded by mu_
+  int fd_ = -1;                           // guarded by mu_
+  std::string path_;                      // guarded by mu_
+  uint64_t synced_end_ = 0;               // end_ as of the last fsync; guarded by mu_
+  uint64_t started_ = 0;                  // writeback started up to here; guarded by mu_
+  uint64_t dropped_ = 0;                  // dropped from the page cache up to here; guarded by mu_
+  Status error_;                          // guarded by mu_
+  std::atomic<uint64_t> end_{0};          // bytes of the current file passed to write(2)
+  std::atomic<bool> failed_{false};       // error_ is set
+  std::atomic<uint64_t> syncs_{0};        // fsyncs done
+  std::atomic<uint64_t> dropped_total_{0};  // bytes dropped from the page cache, all files
+  std::thread thread_;                    // last: starts once the rest is initialised
 };
 
 CaptureWriter::CaptureWriter(std::string path, CaptureWriterOptions options)
@@ -217,11 +258,13 @@ CaptureWriter::~CaptureWriter() { (void)Close(); }
 
 uint64_t CaptureWriter::background_syncs() const { return syncer_ ? syncer_->syncs() : 0; }
 
+uint64_t CaptureWriter::dropped_bytes() const { return syncer_ ? syncer_->dropped_bytes() : 0; }
+
 Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
                                                             CaptureWriterOptions options) {
   std::unique_ptr<CaptureWriter> writer(new CaptureWriter(path, options));
   if (options.background_sync && options.fsync_interval.count() > 0) {
-    writer->syncer_ = std::make_unique<Syncer>(options.fsync_interval);
+    writer->syncer_ = std::make_unique<Syncer>(options.fsync_interval, options.drop_behind);
   }
   KVINDEX_RETURN_IF_ERROR(writer->OpenFile(path));
   return writer;
@@ -237,7 +280,7 @@ Status CaptureWriter::OpenFile(const std::string& path) {
     return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
   }
   fd_ = fd;
-  if (syncer_) syncer_->SetFile(fd_, path);
+  if (syncer_) syncer_->SetFile(fd_, path, 0);
   std::byte header[kCaptureFileHeaderSize] = {};
   std::memcpy(header, kMagic, sizeof(kMagic));
   PutLe16(header + 8, kCaptureVersion);
@@ -262,7 +305,7 @@ Status CaptureWriter::MaybeRotate() {
                        std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_interval;
   if (!by_bytes && !by_time) return Status::Ok();
   KVINDEX_RETURN_IF_ERROR(Sync());
-  if (syncer_) syncer_->SetFile(-1, {});
+  if (syncer_) syncer_->SetFile(-1, {}, 0);
   ::close(fd_);
   fd_ = -1;
   KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
@@ -344,7 +387,7 @@ Status CaptureWriter::Flush() {
   const size_t size = std::exchange(pending_size_, 0);
   if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
   KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, pending_.get(), size, paths_.back()));
-  if (syncer_) syncer_->Written();
+  if (syncer_) syncer_->Written(file_bytes_);
   return Status::Ok();
 }
 

@@ -129,6 +129,10 @@ struct CaptureWriterOptions {
   // never waits for the disk: an fsync of a second of 1 M blocks/s takes ~60 ms here. Ignored when
   // fsync_interval is 0. Sync(), rotation and Close() still fsync on the calling thread.
   bool background_sync = false;
+  // With background_sync: that thread also writes back what was written and drops it from the
+  // page cache about every 50 ms, so a long recording does not fill the page cache (pushing out
+  // what other programs cache) and keeps reusing the same recently freed pages.
+  bool drop_behind = false;
 };
 
 class CaptureWriter {
@@ -181,6 +185,8 @@ class CaptureWriter {
   uint64_t bytes_written() const { return bytes_written_; }
   // fsyncs done by the background_sync thread so far (0 without one, and after Close()).
   uint64_t background_syncs() const;
+  // Bytes the drop_behind thread has dropped from the page cache so far (0 without one).
+  uint64_t dropped_bytes() const;
 
  private:
   class Syncer;  // the background fsync thread (capture.cpp)
