@@ -6,7 +6,11 @@
 # Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE] [REPS]
 #   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).
 # Environment: RUNS (default "50ev 50ev-rec 1ev 1ev-rec") picks and orders the runs of each
-#   repetition; RECORD_ARGS adds subscriber flags to the --record runs (e.g. "--fsync-interval 0.1").
+#   repetition. 50ev-pair / 1ev-pair: one publisher, two subscribers at once, one of them with
+#   --record: both see the same stream in the same seconds, so their ratio is free of the drift
+#   between runs that a shared machine adds (the pair shares the CPUs, so its rates are lower).
+#   RECORD_ARGS adds subscriber flags to the --record runs (e.g. "--fsync-interval 0.1");
+#   OUT_SUFFIX names the results file ingest-<commit>-<suffix>.json.
 # Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
 # 1,000,000 batches. Rates are over the subscriber's first-to-last received message; blocks are
 # applied events (each event stores one block: --prompt-blocks 1).
@@ -27,52 +31,70 @@ cpu_of() {  # utime + stime of a live process, seconds
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
 
-run_one() {  # name events_per_batch batches record(0|1)
-  local name=$1 epb=$2 count=$3 record=$4
+# Runs one publisher and one or more subscribers on it. Arguments: events_per_batch batches, then
+# NAME:RECORD per subscriber (RECORD 1 = with --record). Appends one row per subscriber.
+run_subs() {
+  local epb=$1 count=$2
+  shift 2
   local port=$((30000 + RANDOM % 20000))
   local rport=$((port + 1))
-  local rec_args=()
-  # shellcheck disable=SC2206  # RECORD_ARGS is split on purpose
-  [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force ${RECORD_ARGS:-})
-  "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
-    --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
-    >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
-  local sub=$!
-  pids+=("$sub")
-  /usr/bin/time -f "%U %S" -o "$tmp/$name-pub.time" \
+  local names=() subs=() spec name record
+  for spec in "$@"; do
+    name=${spec%%:*}
+    record=${spec##*:}
+    local rec_args=()
+    # shellcheck disable=SC2206  # RECORD_ARGS is split on purpose
+    [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force ${RECORD_ARGS:-})
+    "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
+      --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
+      >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
+    subs+=("$!")
+    pids+=("$!")
+    names+=("$name")
+  done
+  local pub=${names[0]}
+  /usr/bin/time -f "%U %S" -o "$tmp/$pub-pub.time" \
     "$KVINDEX" publish-fake --format vllm --blast --count "$count" --events-per-batch "$epb" \
     --prompt-blocks 1 --prefix-blocks 0 --capacity 100000000 \
-    --port "$port" --replay-port "$rport" --wait-subscribers 1 --wait-timeout 20 --linger 3 \
-    --json "$tmp/$name-pub.json" >/dev/null 2>"$tmp/$name-pub.err" || { cat "$tmp/$name-pub.err" >&2; exit 1; }
-  # Wait until the subscriber has applied everything (or stops progressing for 3 s).
-  local last=-1 same=0 applied=0
-  while [ "$same" -lt 6 ]; do
-    sleep 0.5
-    applied=$(grep -o 'applied [0-9]*' "$tmp/$name-sub.err" | tail -1 | awk '{print $2}')
-    applied=${applied:-0}
-    [ "$applied" -ge "$count" ] && break
-    if [ "$applied" = "$last" ]; then same=$((same + 1)); else same=0; fi
-    last=$applied
-  done
-  local sub_cpu
-  sub_cpu=$(cpu_of "$sub")
-  kill -TERM "$sub"
-  wait "$sub" || true
-  "$PY" - "$name" "$epb" "$count" "$record" "$sub_cpu" "$tmp/$name-sub.json" "$tmp/$name-pub.json" \
-      "$tmp/$name-pub.time" >>"$tmp/rows.jsonl" <<'PYEOF'
+    --port "$port" --replay-port "$rport" --wait-subscribers "${#names[@]}" --wait-timeout 20 --linger 3 \
+    --json "$tmp/$pub-pub.json" >/dev/null 2>"$tmp/$pub-pub.err" || { cat "$tmp/$pub-pub.err" >&2; exit 1; }
+  local i
+  for i in "${!names[@]}"; do
+    name=${names[$i]}
+    # Wait until the subscriber has applied everything (or stops progressing for 3 s).
+    local last=-1 same=0 applied=0
+    while [ "$same" -lt 6 ]; do
+      applied=$(grep -o 'applied [0-9]*' "$tmp/$name-sub.err" | tail -1 | awk '{print $2}')
+      applied=${applied:-0}
+      [ "$applied" -ge "$count" ] && break
+      sleep 0.5
+      if [ "$applied" = "$last" ]; then same=$((same + 1)); else same=0; fi
+      last=$applied
+    done
+    local sub_cpu
+    sub_cpu=$(cpu_of "${subs[$i]}")
+    kill -TERM "${subs[$i]}"
+    wait "${subs[$i]}" || true
+    record=0
+    [ -e "$tmp/$name.kvcap" ] && record=1
+    "$PY" - "$name" "$epb" "$count" "$record" "$sub_cpu" "$tmp/$name-sub.json" "$tmp/$pub-pub.json" \
+        "$tmp/$pub-pub.time" "${#names[@]}" >>"$tmp/rows.jsonl" <<'PYEOF'
 import json, sys
-name, epb, count, record, sub_cpu, subj, pubj, pubt = sys.argv[1:]
+name, epb, count, record, sub_cpu, subj, pubj, pubt, subscribers = sys.argv[1:]
 s = json.load(open(subj)); p = json.load(open(pubj))
 t = s["total"]
 span = max(1, s["last_message_ns"] - s["first_message_ns"]) / 1e9
 u, st = map(float, open(pubt).read().split()[-2:])
 print(json.dumps({"name": name, "events_per_batch": int(epb), "batches_sent": int(count),
-    "record": record == "1", "applied": t["applied"], "events": t["events"],
-    "blocks": t["events"], "span_s": span, "batches_per_s": t["applied"] / span,
-    "blocks_per_s": t["events"] / span, "gaps": t["gaps"], "recovered": t["recovered"],
-    "lost": t["lost"], "malformed": t["malformed"], "subscriber_cpu_s": float(sub_cpu),
+    "record": record == "1", "subscribers": int(subscribers), "applied": t["applied"],
+    "events": t["events"], "blocks": t["events"], "span_s": span,
+    "batches_per_s": t["applied"] / span, "blocks_per_s": t["events"] / span, "gaps": t["gaps"],
+    "recovered": t["recovered"], "lost": t["lost"], "malformed": t["malformed"],
+    "subscriber_cpu_s": float(sub_cpu),
+    "subscriber_cpu_us_per_block": float(sub_cpu) * 1e6 / max(1, t["events"]),
     "publisher_cpu_s": u + st, "publisher": p}))
 PYEOF
+  done
 }
 
 b50=$((200000 / SCALE))
@@ -80,10 +102,12 @@ b1=$((1000000 / SCALE))
 for rep in $(seq 1 "$REPS"); do
   for run in ${RUNS:-50ev 50ev-rec 1ev 1ev-rec}; do
     case $run in
-      50ev) run_one "50ev-r$rep" 50 "$b50" 0 ;;
-      50ev-rec) run_one "50ev-rec-r$rep" 50 "$b50" 1 ;;
-      1ev) run_one "1ev-r$rep" 1 "$b1" 0 ;;
-      1ev-rec) run_one "1ev-rec-r$rep" 1 "$b1" 1 ;;
+      50ev) run_subs 50 "$b50" "50ev-r$rep:0" ;;
+      50ev-rec) run_subs 50 "$b50" "50ev-rec-r$rep:1" ;;
+      1ev) run_subs 1 "$b1" "1ev-r$rep:0" ;;
+      1ev-rec) run_subs 1 "$b1" "1ev-rec-r$rep:1" ;;
+      50ev-pair) run_subs 50 "$b50" "50ev-pair-r$rep:0" "50ev-pair-rec-r$rep:1" ;;
+      1ev-pair) run_subs 1 "$b1" "1ev-pair-r$rep:0" "1ev-pair-rec-r$rep:1" ;;
       *) echo "bench-ingest.sh: unknown run '$run' in RUNS" >&2; exit 2 ;;
     esac
   done
@@ -107,5 +131,22 @@ for name, rs in groups.items():
 for base in ("50ev", "1ev"):
     if base in med and base + "-rec" in med:
         print("%s: --record keeps %.1f%% of the rate" % (base, 100 * med[base + "-rec"] / med[base]))
+# Pairs: the ratio within each repetition (same stream, same seconds), then the median.
+by_name = {r["name"]: r for r in rows}
+for base in ("50ev-pair", "1ev-pair"):
+    rate, cpu = [], []
+    for name, r in by_name.items():
+        if name.rsplit("-r", 1)[0] != base:
+            continue
+        rec = by_name.get(base + "-rec-r" + name.rsplit("-r", 1)[1])
+        if rec is None:
+            continue
+        rate.append(rec["blocks_per_s"] / r["blocks_per_s"])
+        cpu.append(rec["subscriber_cpu_us_per_block"] / r["subscriber_cpu_us_per_block"])
+    if rate:
+        print("%s: --record keeps %.1f%% of the rate (median of %d paired runs: %s); "
+              "CPU per block x%.3f (%s)" % (base, 100 * statistics.median(rate), len(rate),
+              " ".join("%.3f" % x for x in rate), statistics.median(cpu),
+              " ".join("%.3f" % x for x in cpu)))
 print("raw: " + sys.argv[2])
 PYEOF
