@@ -21,7 +21,7 @@ echo "== TSan (clang): unit, integration and concurrency tests =="
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DKVINDEX_SANITIZE=thread -DKVINDEX_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build build/tsan -j "$jobs"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan -j "$jobs" --output-on-failure \
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" ctest --test-dir build/tsan -j "$jobs" --output-on-failure \
   --timeout 1800 -L 'unit|integration|concurrency'
 
 echo "== clang-format (14) =="
