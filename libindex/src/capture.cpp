@@ -216,12 +216,11 @@ class CaptureWriter::Syncer {
   // Best effort (a failure only leaves pages cached): errors are fdatasync's to report.
   void DropBehind(uint64_t end) {
     if (started_ > dropped_) {
-      (void)::sync_file_range(fd_, static_cast<off_t>(dropped_),
-                              static_cast<off_t>(started_ - dropped_),
-                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                  SYNC_FILE_RANGE_WAIT_AFTER);
-      if (::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(started_ - dropped_),
-                          POSIX_FADV_DONTNEED) == 0) {
+      (void)::sync_file_range(
+          fd_, static_cast<off_t>(dropped_), static_cast<off_t>(started_ - dropped_),
+          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      if (::posix_fadvise(fd_, static_cast<off_t>(dropped_),
+                          static_cast<off_t>(started_ - dropped_), POSIX_FADV_DONTNEED) == 0) {
         dropped_total_.fetch_add(started_ - dropped_, std::memory_order_relaxed);
       }
       dropped_ = started_;
@@ -237,18 +236,18 @@ class CaptureWriter::Syncer {
   const bool drop_behind_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                     // guarded by mu_
-  int fd_ = -1;                           // guarded by mu_
-  std::string path_;                      // guarded by mu_
-  uint64_t synced_end_ = 0;               // end_ as of the last fsync; guarded by mu_
-  uint64_t started_ = 0;                  // writeback started up to here; guarded by mu_
-  uint64_t dropped_ = 0;                  // dropped from the page cache up to here; guarded by mu_
-  Status error_;                          // guarded by mu_
-  std::atomic<uint64_t> end_{0};          // bytes of the current file passed to write(2)
-  std::atomic<bool> failed_{false};       // error_ is set
-  std::atomic<uint64_t> syncs_{0};        // fsyncs done
+  bool stop_ = false;                // guarded by mu_
+  int fd_ = -1;                      // guarded by mu_
+  std::string path_;                 // guarded by mu_
+  uint64_t synced_end_ = 0;          // end_ as of the last fsync; guarded by mu_
+  uint64_t started_ = 0;             // writeback started up to here; guarded by mu_
+  uint64_t dropped_ = 0;             // dropped from the page cache up to here; guarded by mu_
+  Status error_;                     // guarded by mu_
+  std::atomic<uint64_t> end_{0};     // bytes of the current file passed to write(2)
+  std::atomic<bool> failed_{false};  // error_ is set
+  std::atomic<uint64_t> syncs_{0};   // fsyncs done
   std::atomic<uint64_t> dropped_total_{0};  // bytes dropped from the page cache, all files
-  std::thread thread_;                    // last: starts once the rest is initialised
+  std::thread thread_;                      // last: starts once the rest is initialised
 };
 
 CaptureWriter::CaptureWriter(std::string path, CaptureWriterOptions options)

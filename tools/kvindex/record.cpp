@@ -119,7 +119,7 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
                   "Start a new file once the current one is S seconds old")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--fsync-interval", options->fsync_interval,
-                  "fsync the capture every S seconds while new data arrives, on a thread of its own "
+                  "fsync the capture every S seconds while data arrives, on a thread of its own "
                   "(default 1; 0 = on the recording thread after every poll cycle)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--replay-timeout", options->replay_timeout,

@@ -12,10 +12,10 @@
 // loss risks that much). A recorder with a poll loop may coalesce instead (set_coalescing()): the
 // records of one poll cycle are appended to a buffer and reach the kernel with one write(2) by
 // Flush(), which it calls before it blocks in poll again (SPEC §5). The fsync may run on a thread
-// of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory bounded by the largest record: a torn or
-// corrupt tail is reported with its byte offset and everything before it is read; a corrupt record
-// in the middle is reported and skipped (by its length when that is sane, else by scanning forward
-// to the next record that verifies).
+// of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory
+// bounded by the largest record: a torn or corrupt tail is reported with its byte offset and
+// everything before it is read; a corrupt record in the middle is reported and skipped (by its
+// length when that is sane, else by scanning forward to the next record that verifies).
 //
 // Thread safety: a writer or reader is used by one thread at a time (a writer's own fsync thread
 // aside, which only touches the file under the writer's lock).
