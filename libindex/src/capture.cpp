@@ -166,15 +166,14 @@ class CaptureWriter::Syncer {
     thread_.join();
   }
 
-  // The file to work on from now on (-1: none); waits for an fsync in progress. `end`: the bytes
-  // the file already holds.
-  void SetFile(int fd, const std::string& path, uint64_t end) {
+  // The file to work on from now on (-1: none), with nothing written to it yet; waits for an
+  // fsync in progress.
+  void SetFile(int fd, const std::string& path) {
     std::lock_guard lock(mu_);
     fd_ = fd;
     path_ = path;
-    end_.store(end, std::memory_order_relaxed);
-    synced_end_ = end;
-    started_ = dropped_ = 0;
+    end_.store(0, std::memory_order_relaxed);
+    synced_end_ = started_ = dropped_ = 0;
   }
   // The file now holds `end` bytes (all of them passed to write(2)).
   void Written(uint64_t end) { end_.store(end, std::memory_order_relaxed); }
@@ -279,7 +278,7 @@ Status CaptureWriter::OpenFile(const std::string& path) {
     return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
   }
   fd_ = fd;
-  if (syncer_) syncer_->SetFile(fd_, path, 0);
+  if (syncer_) syncer_->SetFile(fd_, path);
   std::byte header[kCaptureFileHeaderSize] = {};
   std::memcpy(header, kMagic, sizeof(kMagic));
   PutLe16(header + 8, kCaptureVersion);
@@ -304,7 +303,7 @@ Status CaptureWriter::MaybeRotate() {
                        std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_interval;
   if (!by_bytes && !by_time) return Status::Ok();
   KVINDEX_RETURN_IF_ERROR(Sync());
-  if (syncer_) syncer_->SetFile(-1, {}, 0);
+  if (syncer_) syncer_->SetFile(-1, {});
   ::close(fd_);
   fd_ = -1;
   KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
