@@ -22,7 +22,11 @@
 //                                a query (p50_ns, p99_ns). /128/0: the writer back to back (a
 //                                backlog being caught up). Baseline: ..._MatchBesideIngest/128/*,
 //                                the same writer applying into another index: the same sharing of
-//                                the CPUs, no lock in common.
+//                                the CPUs, no lock in common. max_ns: the slowest query.
+//  BM_PrefixIndex_MatchUnderGrowth/128/1  the same, but the writer only stores fresh blocks (the
+//                                index grows by 200 k blocks/s, so it needs a new 2 MiB record chunk
+//                                every 65,536 blocks and its tables double now and then): whether
+//                                growing stalls queries (max_ns, and over_1ms: how many queries took more than 1 ms). Baseline: ..._MatchBesideGrowth.
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
 //  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with
 //                                glibc told to map and unmap every large allocation and trimmed
@@ -336,14 +340,15 @@ BENCHMARK(BM_PrefixIndex_Match)->Arg(1)->Arg(128);
 
 // The writer of BM_PrefixIndex_MatchUnderIngest: 4,000 batches/s (or back to back when not
 // `paced`) of 50 one-block events on source `id`, alternating a store of fresh blocks and the
-// removal of the batch stored 64 batches before.
+// removal of the batch stored 64 batches before; when `grow`, only stores, each of blocks never
+// seen before (the first token of each event counts up).
 class PacedWriter {
  public:
   static constexpr int kEvents = 50;
   static constexpr int kRing = 128;
   static constexpr auto kInterval = std::chrono::microseconds(250);
 
-  PacedWriter(PrefixIndex& index, SourceId id, bool paced) {
+  PacedWriter(PrefixIndex& index, SourceId id, bool paced, bool grow) {
     std::mt19937_64 rng(3);
     for (int b = 0; b < kRing; ++b) {
       EventBatch store;
@@ -362,11 +367,16 @@ class PacedWriter {
       stores_.push_back(std::move(store));
       removes_.push_back(std::move(remove));
     }
-    thread_ = std::thread([this, &index, id, paced] {
+    thread_ = std::thread([this, &index, id, paced, grow] {
       auto due = Clock::now();
+      TokenId fresh = 1u << 20;  // above every random token id
       for (uint64_t k = 0; !stop_.load(std::memory_order_relaxed); ++k) {
         const size_t in = k % kRing;
-        if (k >= kRing / 2) (void)index.Apply(id, removes_[(k - kRing / 2) % kRing]);
+        if (grow) {
+          for (Event& e : stores_[in].events) std::get<BlockStored>(e).token_ids[0] = fresh++;
+        } else if (k >= kRing / 2) {
+          (void)index.Apply(id, removes_[(k - kRing / 2) % kRing]);
+        }
         (void)index.Apply(id, stores_[in]);
         blocks_.fetch_add(kEvents, std::memory_order_relaxed);
         if (paced) {
@@ -392,7 +402,7 @@ class PacedWriter {
 
 // Match/128 while a PacedWriter runs: into the queried index (`same_index`), or into another index
 // (the baseline: the same CPU sharing, no lock in common).
-void MatchWhileWriting(benchmark::State& state, bool same_index) {
+void MatchWhileWriting(benchmark::State& state, bool same_index, bool grow = false) {
   static MatchFixture* f = BuildMatchFixture();
   static const SourceId writer_id = [] {
     SourceConfig c = Config(kInstances);
@@ -405,7 +415,7 @@ void MatchWhileWriting(benchmark::State& state, bool same_index) {
   std::vector<double> ns;
   size_t i = 0;
   PacedWriter writer(same_index ? *f->index : other, same_index ? writer_id : other_id,
-                     state.range(1) != 0);
+                     state.range(1) != 0, grow);
   const auto start = Clock::now();
   for (auto _ : state) {
     const auto& hashes = f->prefix[i++ % f->prefix.size()];
@@ -417,12 +427,19 @@ void MatchWhileWriting(benchmark::State& state, bool same_index) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   state.SetItemsProcessed(state.iterations());
   ReportPercentiles(state, ns);
+  if (!ns.empty()) state.counters["max_ns"] = ns.back();  // sorted by ReportPercentiles
+  state.counters["over_1ms"] =
+      static_cast<double>(ns.end() - std::upper_bound(ns.begin(), ns.end(), 1e6));
   state.counters["writer_blocks_per_s"] = static_cast<double>(writer.blocks()) / seconds;
 }
 void BM_PrefixIndex_MatchUnderIngest(benchmark::State& state) { MatchWhileWriting(state, true); }
 void BM_PrefixIndex_MatchBesideIngest(benchmark::State& state) { MatchWhileWriting(state, false); }
 BENCHMARK(BM_PrefixIndex_MatchUnderIngest)->Args({128, 1})->Args({128, 0})->UseRealTime();
 BENCHMARK(BM_PrefixIndex_MatchBesideIngest)->Args({128, 1})->Args({128, 0})->UseRealTime();
+void BM_PrefixIndex_MatchUnderGrowth(benchmark::State& state) { MatchWhileWriting(state, true, true); }
+void BM_PrefixIndex_MatchBesideGrowth(benchmark::State& state) { MatchWhileWriting(state, false, true); }
+BENCHMARK(BM_PrefixIndex_MatchUnderGrowth)->Args({128, 1})->UseRealTime()->MinTime(2);
+BENCHMARK(BM_PrefixIndex_MatchBesideGrowth)->Args({128, 1})->UseRealTime()->MinTime(2);
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();

@@ -433,6 +433,26 @@ struct PrefixIndex::Impl {
     fresh = {};
     if (was_locked) WLock();
   }
+  // Maps the next record chunk outside the exclusive section if the next new record would need
+  // it: MapChunk() writes every record of the fresh 2 MiB, and faulting that memory in cost ~10 ms
+  // on the 2-vCPU VM (its host hands free memory back, so first touches are slow), a stall every
+  // 65,536 new blocks for every query waiting on the lock (docs/benchmarks.md, "Sixth session").
+  // Readers index `chunks`, so the lock is held only for the push_back.
+  KVINDEX_HOT void ChunkOutside() {
+    if (free_count == 0 && (allocated >> kChunkBits) >= chunks.size()) [[unlikely]] MapChunkOutside();
+  }
+  [[gnu::noinline]] void MapChunkOutside() {
+    const bool was_locked = writer_locked;
+    WUnlock();
+    auto chunk = MapChunk();
+    std::unique_ptr<std::atomic<uint64_t>[]> touch_chunk;
+    if (evicting()) touch_chunk = std::make_unique<std::atomic<uint64_t>[]>(kChunkSize);
+    WLock();
+    chunks.push_back(std::move(chunk));
+    if (touch_chunk) touch_chunks.push_back(std::move(touch_chunk));
+    WUnlock();
+    if (was_locked) WLock();
+  }
   // Between two block operations: the section ends after kWriterChunk operations, or after
   // kWriterMinOps when a reader waits (the minimum keeps ingest moving under a query storm).
   // Inline: it runs after every block operation (the hot-path helpers below are forced inline and
@@ -1083,6 +1103,7 @@ struct PrefixIndex::Impl {
       }
       GrowOutside(table);
       GrowOutside(inst.engine);
+      ChunkOutside();
       const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
       const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
         if (slot.tag != tag) return false;
