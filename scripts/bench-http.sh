@@ -2,12 +2,16 @@
 # HTTP query latency under ingest (issue 9): bench/http_load (open loop, latency from the scheduled
 # send time) POSTs /query with 2,048-token prompts (128 blocks of 16) to `kvindex subscribe --http`
 # whose index holds >= 1 M presences, while publish-fake streams 200 k blocks/s into the same
-# process on a second source. Baseline: the same generator, rate and connections with no ingest,
-# so the ratio shows what the ingest costs the queries.
+# process on a second source. Baselines, same rate and connections, same run: kvindex with no
+# ingest (what the ingest costs the queries), and bench/http_floor, a server that does nothing,
+# with and without the same ingest load on the machine (the machine's own floor: the generator,
+# loopback TCP, thread wake-ups and the scheduling of the CPUs; on a small VM its p99 alone can
+# exceed 1 ms).
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
 #   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000, STREAM_EPB=50 events per
-#   batch; PUB_NICE=19; OUT_SUFFIX names the result). Raw results:
+#   batch; PUB_NICE=19; OUT_SUFFIX names the result; SAMPLES_DIR=DIR keeps each phase's
+#   per-request due time and latency as DIR/{baseline,floor-idle,loaded,floor-loaded}.tsv). Raw results:
 #   bench/results/http-<short commit><OUT_SUFFIX>.json.
 #
 # The streaming publish-fake stands in for the engines, which run on other machines: it runs at
@@ -22,6 +26,7 @@ DURATION=${3:-10}
 CONNS=${4:-4}
 KVINDEX=$BUILD/tools/kvindex/kvindex
 LOAD=$BUILD/bench/http_load
+FLOOR=$BUILD/bench/http_floor
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 commit=$(git rev-parse --short=12 HEAD)
 out=bench/results/http-$commit${OUT_SUFFIX:-}.json
@@ -32,6 +37,7 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "
 fill_port=$((30000 + RANDOM % 10000))
 stream_port=$((fill_port + 1))
 http_port=$((fill_port + 2))
+floor_port=$((fill_port + 3))
 FILL_PROMPTS=${FILL_PROMPTS:-8200}     # x 128 blocks = 1,049,600 presences
 STREAM_BPS=${STREAM_BPS:-200000}     # blocks/s: 4,000 batches/s of 50 one-block events
 PUB_NICE=${PUB_NICE:-19}             # the streaming publisher's niceness (it stands in for remote engines)
@@ -43,6 +49,8 @@ STREAM_EPB=${STREAM_EPB:-50}         # one-block events per batch (500: 400 batc
   >"$tmp/sub.out" 2>"$tmp/sub.err" &
 sub=$!
 pids+=("$sub")
+"$FLOOR" --port "$floor_port" >"$tmp/floor.out" 2>&1 &
+pids+=($!)
 
 metric() {  # metric NAME_PREFIX: the first sample's value
   "$PY" - "$http_port" "$1" <<'PYEOF'
@@ -89,12 +97,15 @@ PYEOF
 t0=$(server_time)
 echo "== baseline: $CONNS connections, no ingest" >&2
 "$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/baseline.json" >&2 || true
+  --connections "$CONNS" --out "$tmp/baseline.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/baseline.tsv"} >&2 || true
 
 t1=$(server_time)
+echo "== floor: http_floor, $CONNS connections, no ingest" >&2
+"$LOAD" --port "$floor_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
+  --connections "$CONNS" --out "$tmp/floor-idle.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/floor-idle.tsv"} >&2 || true
 echo "== loaded: $CONNS connections, publish-fake (nice $PUB_NICE) streaming $STREAM_BPS blocks/s in batches of $STREAM_EPB" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
-batches=$(( (STREAM_BPS / STREAM_EPB) * (DURATION + 4) ))
+batches=$(( (STREAM_BPS / STREAM_EPB) * (2 * DURATION + 6) ))  # covers both loaded phases
 nice -n "$PUB_NICE" "$KVINDEX" publish-fake --format vllm --count "$batches" --rate $((STREAM_BPS / STREAM_EPB)) \
   --events-per-batch "$STREAM_EPB" --block-size 16 --prompt-blocks 1 --prefix-blocks 0 \
   --capacity 100000000 --seed 12 --model stream-model --port "$stream_port" \
@@ -111,8 +122,11 @@ for _ in $(seq 1 600); do
 done
 sleep 1  # the stream is at its rate
 "$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/loaded.json" >&2 || true
+  --connections "$CONNS" --out "$tmp/loaded.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/loaded.tsv"} >&2 || true
 t2=$(server_time)
+echo "== floor: http_floor, $CONNS connections, same ingest" >&2
+"$LOAD" --port "$floor_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
+  --connections "$CONNS" --out "$tmp/floor-loaded.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/floor-loaded.tsv"} >&2 || true
 wait "$pub" || true
 sleep 1
 gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))
@@ -132,17 +146,24 @@ def server_mean_us(a, b):
 base = json.load(open(tmp + "/baseline.json"))
 loaded = json.load(open(tmp + "/loaded.json"))
 stream = json.load(open(tmp + "/stream.json"))
+floor_idle = json.load(open(tmp + "/floor-idle.json"))
+floor_loaded = json.load(open(tmp + "/floor-loaded.json"))
 result = {"commit": commit, "presences": presences, "baseline": base, "loaded": loaded,
+          "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,
           "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
                      "events_per_batch": epb, "publish_fake_nice": pub_nice, "publish_fake": stream},
           "server_mean_us": {"baseline": server_mean_us(t0, t1), "loaded": server_mean_us(t1, t2)},
           "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if base["p99_us"] else None,
+          "ratio_p99_over_floor": {"no_ingest": base["p99_us"] / floor_idle["p99_us"],
+                                   "loaded": loaded["p99_us"] / floor_loaded["p99_us"]},
           "cpus": os.cpu_count(), "loadavg_after": open("/proc/loadavg").read().split()[:3]}
 json.dump(result, open(out, "w"), indent=1)
 print("%-22s %8s %8s %8s %8s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors"))
-for name, r in (("no ingest %d conn" % base["connections"], base), ("loaded %d conn" % loaded["connections"], loaded)):
+for name, r in (("no ingest %d conn" % base["connections"], base), ("floor, no ingest", floor_idle),
+                ("loaded %d conn" % loaded["connections"], loaded), ("floor, loaded", floor_loaded)):
     print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
 print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
+print("p99 / floor p99: no ingest %.2f, loaded %.2f" % (result["ratio_p99_over_floor"]["no_ingest"], result["ratio_p99_over_floor"]["loaded"]))
 print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
 print("wrote", out)
 PYEOF

@@ -2,7 +2,9 @@
 # bench/http_load, the open-loop generator of scripts/bench-http.sh, checked against the server's
 # own count: 1.5 s at 200 requests/s over 3 connections (0.5 s of it warm-up) must send exactly
 # 300 /query requests, all answered 200, and report 200 measured latencies; the server's
-# /metrics query count must rise by exactly 300. Usage errors exit 2.
+# /metrics query count must rise by exactly 300. Usage errors exit 2. bench/http_floor (the
+# machine's latency floor in bench-http.sh) must answer the same load with 0 errors and survive a
+# request that is not HTTP.
 . "$(dirname "$0")/../cli/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 PIDS=()
@@ -55,4 +57,45 @@ assert abs(max(l for _, l in rows) - r["max_us"]) <= 1, (max(l for _, l in rows)
 PYEOF
 kill -TERM $sub
 wait $sub
+
+[ -x "$HTTP_FLOOR" ] || fail "HTTP_FLOOR not set"
+run "$HTTP_FLOOR"
+expect_status 2 "http_floor without --port"
+run "$HTTP_FLOOR" --port 1 --host nowhere
+expect_status 2 "http_floor --host not an address"
+FPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$HTTP_FLOOR" --port "$FPORT" >"$TMP/f.out" 2>"$TMP/f.err" &
+floor=$!
+PIDS+=($floor)
+"$PY" - "$FPORT" <<'PYEOF' || fail "http_floor: garbage, then a real request"
+import socket, sys, time
+port = int(sys.argv[1])
+deadline = time.time() + 20
+while True:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5); break
+    except OSError:
+        if time.time() > deadline: raise
+        time.sleep(0.1)
+s.sendall(b"\x00garbage without a header line\r\nno colon here\r\n\r\n")
+assert s.recv(100) == b"", "a request that is not HTTP closes the connection"
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+s.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\ncontent-LENGTH: 2\r\n\r\n{}")
+answer = b""
+while not answer.endswith(b'{"floor":true}'):
+    chunk = s.recv(1000)
+    assert chunk, answer
+    answer += chunk
+assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: 14\r\n" in answer, answer
+PYEOF
+run "$HTTP_LOAD" --port "$FPORT" --bodies "$TMP/bodies.jsonl" --rate 200 --duration 1 --warmup 0.5 \
+  --connections 3 --out "$TMP/f.json"
+expect_status 0 "http_load against http_floor"
+"$PY" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["measured"] == 200 and r["errors"] == 0, r
+' "$TMP/f.json" || fail "http_floor result"
+kill -TERM $floor
+wait $floor || fail "http_floor exits 0 on SIGTERM"
 finish
