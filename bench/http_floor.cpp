@@ -51,6 +51,7 @@ long RequestLength(std::string_view buffer) {
     if (name == "content-length") body = std::strtoul(std::string(header.substr(colon + 1)).c_str(), nullptr, 10);
     line = next + 2;
   }
+  if (body > (size_t{64} << 20)) return -1;  // no sane request body is this large
   const size_t total = end + 4 + body;
   return buffer.size() >= total ? static_cast<long>(total) : 0;
 }
