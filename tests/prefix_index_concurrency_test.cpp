@@ -3,6 +3,7 @@
 // index must answer exactly like one built from the same stream on a single thread (no lost or
 // torn updates). scripts/check-all.sh runs it under TSan (clang, -DKVINDEX_SANITIZE=thread), which
 // reports any data race between the writer and the readers.
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -179,6 +180,69 @@ TEST_SUITE("prefix_index") {
     const IndexStats st = live.stats();
     CHECK(st.blocks <= 500);
     CHECK(st.evictions > 0);
+  }
+
+  TEST_CASE("Concurrency: queries while the index grows across record chunks") {
+    // Block records come in chunks of 65,536, and the writer maps a new chunk with the exclusive
+    // lock released (docs/architecture.md, "Index concurrency"). 3 x 65,536 fresh 1-block stores
+    // cross three chunk boundaries while readers query prompts stored before them: each answer must
+    // still hold the whole prompt, and the block count a reader sees never goes down.
+    PrefixIndex index;
+    const auto ids = AddSources(index);
+    const Stream s = MakeStream(11, 0);
+    constexpr size_t kHeld = 8;
+    uint64_t held_blocks = 0;
+    for (size_t p = 0; p < kHeld; ++p) {
+      const auto& prompt = s.prompts[p];
+      std::vector<uint64_t> hashes;
+      for (size_t k = 1; k <= prompt.size() / kBlockSize; ++k) hashes.push_back((p << 32) | k);
+      EventBatch b;
+      b.events.push_back(test::Stored(hashes, std::nullopt, prompt));
+      REQUIRE(index.Apply(ids[0], b).ok());
+    }
+    held_blocks = index.stats().blocks;
+    std::atomic<bool> stop{false};
+    std::vector<int> bad(2, 0);
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 2; ++r) {
+      readers.emplace_back([&, r] {
+        MatchQuery q;
+        q.model = "m";
+        uint64_t last_blocks = 0;
+        for (uint64_t round = 0; !stop.load(std::memory_order_acquire) || round < 10; ++round) {
+          const auto& prompt = s.prompts[(round + static_cast<uint64_t>(r)) % kHeld];
+          auto m = index.MatchTokens(q, prompt);
+          uint64_t longest = 0;
+          if (m.ok()) {
+            for (const InstanceMatch& im : m->instances)
+              longest = std::max(longest, im.longest_matched);
+          }
+          if (!m.ok() || longest != prompt.size() / kBlockSize * kBlockSize)
+            ++bad[static_cast<size_t>(r)];
+          const uint64_t blocks = index.stats().blocks;
+          if (blocks < last_blocks) ++bad[static_cast<size_t>(r)];
+          last_blocks = blocks;
+        }
+      });
+    }
+    constexpr uint32_t kFresh = 3 * 65536;
+    constexpr uint32_t kPerBatch = 50;
+    TokenId token = 1u << 20;  // above every prompt's token ids: nothing fresh matches a prompt
+    int apply_failures = 0;
+    for (uint32_t done = 0; done < kFresh; done += kPerBatch) {
+      EventBatch b;
+      for (uint32_t e = 0; e < kPerBatch && done + e < kFresh; ++e) {
+        std::vector<TokenId> tokens;
+        for (uint32_t t = 0; t < kBlockSize; ++t) tokens.push_back(token++);
+        b.events.push_back(test::Stored({(uint64_t{1} << 63) | (done + e)}, std::nullopt, tokens));
+      }
+      if (!index.Apply(ids[2], b).ok()) ++apply_failures;
+    }
+    stop.store(true, std::memory_order_release);
+    for (auto& t : readers) t.join();
+    CHECK(apply_failures == 0);
+    for (int b : bad) CHECK(b == 0);
+    CHECK(index.stats().blocks == held_blocks + kFresh);
   }
 }
 
