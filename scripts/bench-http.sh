@@ -94,15 +94,17 @@ print([l.split()[-1] for l in text.splitlines() if l.startswith("kvindex_http_qu
 PYEOF
 )"
 }
+load() {  # load PORT PHASE: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR)
+  "$LOAD" --port "$1" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
+    --connections "$CONNS" --out "$tmp/$2.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/$2.tsv"} >&2 || true
+}
 t0=$(server_time)
 echo "== baseline: $CONNS connections, no ingest" >&2
-"$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/baseline.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/baseline.tsv"} >&2 || true
+load "$http_port" baseline
 
 t1=$(server_time)
 echo "== floor: http_floor, $CONNS connections, no ingest" >&2
-"$LOAD" --port "$floor_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/floor-idle.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/floor-idle.tsv"} >&2 || true
+load "$floor_port" floor-idle
 echo "== loaded: $CONNS connections, publish-fake (nice $PUB_NICE) streaming $STREAM_BPS blocks/s in batches of $STREAM_EPB" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
 batches=$(( (STREAM_BPS / STREAM_EPB) * (2 * DURATION + 6) ))  # covers both loaded phases
@@ -121,12 +123,10 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 sleep 1  # the stream is at its rate
-"$LOAD" --port "$http_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/loaded.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/loaded.tsv"} >&2 || true
+load "$http_port" loaded
 t2=$(server_time)
 echo "== floor: http_floor, $CONNS connections, same ingest" >&2
-"$LOAD" --port "$floor_port" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
-  --connections "$CONNS" --out "$tmp/floor-loaded.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/floor-loaded.tsv"} >&2 || true
+load "$floor_port" floor-loaded
 wait "$pub" || true
 sleep 1
 gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))

@@ -191,7 +191,6 @@ TEST_SUITE("prefix_index") {
     const auto ids = AddSources(index);
     const Stream s = MakeStream(11, 0);
     constexpr size_t kHeld = 8;
-    uint64_t held_blocks = 0;
     for (size_t p = 0; p < kHeld; ++p) {
       const auto& prompt = s.prompts[p];
       std::vector<uint64_t> hashes;
@@ -200,7 +199,7 @@ TEST_SUITE("prefix_index") {
       b.events.push_back(test::Stored(hashes, std::nullopt, prompt));
       REQUIRE(index.Apply(ids[0], b).ok());
     }
-    held_blocks = index.stats().blocks;
+    const uint64_t held_blocks = index.stats().blocks;
     std::atomic<bool> stop{false};
     std::vector<int> bad(2, 0);
     std::vector<std::thread> readers;

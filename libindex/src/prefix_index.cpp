@@ -424,33 +424,21 @@ struct PrefixIndex::Impl {
   template <typename Table>
   void GrowOutside(Table& t) {
     if (!t.NeedsGrow()) return;
+    BuildOutside([&] { return t.BuildGrown(); }, [&](auto& fresh) { t.Adopt(fresh); });
+  }
+  // Runs `build` with the writer's exclusive section released, takes the lock only for
+  // `adopt(built)`, and destroys what is left of `built` after releasing it again. Safe because the
+  // writer is the only mutator: `build` may read what readers read meanwhile.
+  template <typename Build, typename Adopt>
+  void BuildOutside(Build build, Adopt adopt) {
     const bool was_locked = writer_locked;
     WUnlock();
-    auto fresh = t.BuildGrown();
-    WLock();
-    t.Adopt(fresh);
-    WUnlock();
-    fresh = {};
-    if (was_locked) WLock();
-  }
-  // Maps the next record chunk outside the exclusive section if the next new record would need
-  // it: MapChunk() writes every record of the fresh 2 MiB, and faulting that memory in cost ~10 ms
-  // on the 2-vCPU VM (its host hands free memory back, so first touches are slow), a stall every
-  // 65,536 new blocks for every query waiting on the lock (docs/benchmarks.md, "Sixth session").
-  // Readers index `chunks`, so the lock is held only for the push_back.
-  KVINDEX_HOT void ChunkOutside() {
-    if (free_count == 0 && (allocated >> kChunkBits) >= chunks.size()) [[unlikely]] MapChunkOutside();
-  }
-  [[gnu::noinline]] void MapChunkOutside() {
-    const bool was_locked = writer_locked;
-    WUnlock();
-    auto chunk = MapChunk();
-    std::unique_ptr<std::atomic<uint64_t>[]> touch_chunk;
-    if (evicting()) touch_chunk = std::make_unique<std::atomic<uint64_t>[]>(kChunkSize);
-    WLock();
-    chunks.push_back(std::move(chunk));
-    if (touch_chunk) touch_chunks.push_back(std::move(touch_chunk));
-    WUnlock();
+    {
+      auto built = build();
+      WLock();
+      adopt(built);
+      WUnlock();
+    }
     if (was_locked) WLock();
   }
   // Between two block operations: the section ends after kWriterChunk operations, or after
@@ -608,10 +596,24 @@ struct PrefixIndex::Impl {
     if (evicting()) QueueForEviction(idx);
     return idx;
   }
+  // A new chunk is mapped outside the exclusive section: MapChunk() writes every record of the
+  // fresh 2 MiB, and faulting that in cost ~10 ms on the 2-vCPU VM (its host hands free memory
+  // back, so first touches are slow), a stall every 65,536 new blocks for every query waiting on
+  // the lock (docs/benchmarks.md, "Sixth session"). Readers index `chunks`, so the lock is held for
+  // the push_back. The caller's table position stays valid: only the writer mutates the table.
   [[gnu::noinline]] uint32_t NewRecord() {
     if ((allocated >> kChunkBits) >= chunks.size()) {
-      chunks.emplace_back(MapChunk());
-      if (evicting()) touch_chunks.push_back(std::make_unique<std::atomic<uint64_t>[]>(kChunkSize));
+      BuildOutside(
+          [&] {
+            std::pair<std::unique_ptr<Block[], UnmapChunk>, std::unique_ptr<std::atomic<uint64_t>[]>>
+                made{MapChunk(), nullptr};
+            if (evicting()) made.second = std::make_unique<std::atomic<uint64_t>[]>(kChunkSize);
+            return made;
+          },
+          [&](auto& made) {
+            chunks.push_back(std::move(made.first));
+            if (made.second) touch_chunks.push_back(std::move(made.second));
+          });
     }
     return allocated++;
   }
@@ -1103,7 +1105,6 @@ struct PrefixIndex::Impl {
       }
       GrowOutside(table);
       GrowOutside(inst.engine);
-      ChunkOutside();
       const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
       const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
         if (slot.tag != tag) return false;
