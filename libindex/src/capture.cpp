@@ -20,6 +20,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "capture_map.h"
+
 namespace kvindex {
 namespace {
 
@@ -105,6 +107,20 @@ bool DecodeFrames(const std::byte* body, size_t size, std::vector<Frame>& frames
   return pos == size;
 }
 
+// True if the 8 bytes at `p` are all zero.
+bool IsZeroWord(const std::byte* p) { return GetLe64(p) == 0; }
+
+bool AllZero(const std::byte* p, size_t size) {
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    if (!IsZeroWord(p + i)) return false;
+  }
+  for (; i < size; ++i) {
+    if (p[i] != std::byte{0}) return false;
+  }
+  return true;
+}
+
 void SetBody(std::span<const std::byte> body, CaptureRecordView& record) { record.body = body; }
 void SetBody(std::span<const std::byte> body, CaptureRecord& record) {
   CopyBytes(body, record.body);
@@ -172,10 +188,13 @@ class CaptureWriter::Syncer {
 
   // The file to work on from now on (-1: none), with nothing written to it yet; waits for an
   // fsync in progress.
-  void SetFile(int fd, const std::string& path) {
+  // `drop_behind`: this file's pages are dropped by this thread (false for a mapped file, whose
+  // appender drops whole windows itself).
+  void SetFile(int fd, const std::string& path, bool drop_behind) {
     std::lock_guard lock(mu_);
     fd_ = fd;
     path_ = path;
+    drop_file_ = drop_behind;
     end_.store(0, std::memory_order_relaxed);
     synced_end_ = started_ = dropped_ = 0;
   }
@@ -202,7 +221,7 @@ class CaptureWriter::Syncer {
       cv_.wait_for(lock, tick, [this] { return stop_; });
       if (stop_ || fd_ < 0) continue;
       const uint64_t end = end_.load(std::memory_order_relaxed);
-      if (drop_behind_) DropBehind(end);
+      if (drop_file_) DropBehind(end);
       const auto now = std::chrono::steady_clock::now();
       if (now < next_sync) continue;
       next_sync = now + interval_;
@@ -242,6 +261,7 @@ class CaptureWriter::Syncer {
   bool stop_ = false;                // guarded by mu_
   int fd_ = -1;                      // guarded by mu_
   std::string path_;                 // guarded by mu_
+  bool drop_file_ = false;           // drop fd_'s pages behind; guarded by mu_
   uint64_t synced_end_ = 0;          // end_ as of the last fsync; guarded by mu_
   uint64_t started_ = 0;             // writeback started up to here; guarded by mu_
   uint64_t dropped_ = 0;             // dropped from the page cache up to here; guarded by mu_
@@ -260,7 +280,10 @@ CaptureWriter::~CaptureWriter() { (void)Close(); }
 
 uint64_t CaptureWriter::background_syncs() const { return syncer_ ? syncer_->syncs() : 0; }
 
-uint64_t CaptureWriter::dropped_bytes() const { return syncer_ ? syncer_->dropped_bytes() : 0; }
+uint64_t CaptureWriter::dropped_bytes() const {
+  return (syncer_ ? syncer_->dropped_bytes() : 0) + dropped_closed_ +
+         (appender_ ? appender_->dropped_bytes() : 0);
+}
 
 Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
                                                             CaptureWriterOptions options) {
@@ -273,7 +296,10 @@ Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
 }
 
 Status CaptureWriter::OpenFile(const std::string& path) {
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options_.overwrite ? O_TRUNC : O_EXCL);
+  const bool map = options_.mapped && !map_unsupported_;
+  // A shared writable mapping needs a descriptor open for reading too.
+  int flags = (map ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC |
+              (options_.overwrite ? O_TRUNC : O_EXCL);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     if (errno == EEXIST) {
@@ -282,7 +308,23 @@ Status CaptureWriter::OpenFile(const std::string& path) {
     return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
   }
   fd_ = fd;
-  if (syncer_) syncer_->SetFile(fd_, path);
+  if (map) {
+    internal::MappedAppender::Options map_options;
+    map_options.window_bytes = options_.map_window_bytes;
+    map_options.drop_behind = options_.drop_behind && syncer_ != nullptr;
+    map_options.large_folios = options_.map_large_folios;
+    auto appender = internal::MappedAppender::Open(fd_, path, 0, map_options);
+    if (appender.ok()) {
+      appender_ = std::move(*appender);
+    } else if (appender.status().code() == StatusCode::kUnsupported) {
+      map_unsupported_ = true;  // this file and the next ones: write(2)
+    } else {
+      ::close(fd_);
+      fd_ = -1;
+      return appender.status();
+    }
+  }
+  if (syncer_) syncer_->SetFile(fd_, path, options_.drop_behind && appender_ == nullptr);
   std::byte header[kCaptureFileHeaderSize] = {};
   std::memcpy(header, kMagic, sizeof(kMagic));
   PutLe16(header + 8, kCaptureVersion);
@@ -294,7 +336,8 @@ Status CaptureWriter::OpenFile(const std::string& path) {
   file_bytes_ = 0;
   file_opened_ = std::chrono::steady_clock::now();
   last_sync_ = file_opened_;
-  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, header, sizeof(header), path));
+  KVINDEX_RETURN_IF_ERROR(appender_ ? appender_->Append(header, sizeof(header))
+                                    : WriteAll(fd_, header, sizeof(header), path));
   file_bytes_ += sizeof(header);
   bytes_written_ += sizeof(header);
   dirty_ = true;
@@ -306,10 +349,7 @@ Status CaptureWriter::MaybeRotate() {
   const bool by_time = options_.rotate_interval.count() != 0 &&
                        std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_interval;
   if (!by_bytes && !by_time) return Status::Ok();
-  KVINDEX_RETURN_IF_ERROR(Sync());
-  if (syncer_) syncer_->SetFile(-1, {});
-  ::close(fd_);
-  fd_ = -1;
+  KVINDEX_RETURN_IF_ERROR(CloseFile());
   KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
   // Every file is self-contained: repeat the definitions of the sources seen so far.
   const auto definitions = definitions_;
@@ -388,7 +428,8 @@ Status CaptureWriter::Flush() {
   if (pending_size_ == 0) return Status::Ok();
   const size_t size = std::exchange(pending_size_, 0);
   if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
-  KVINDEX_RETURN_IF_ERROR(WriteAll(fd_, pending_.get(), size, paths_.back()));
+  KVINDEX_RETURN_IF_ERROR(appender_ ? appender_->Append(pending_.get(), size)
+                                    : WriteAll(fd_, pending_.get(), size, paths_.back()));
   if (syncer_) syncer_->Written(file_bytes_);
   return Status::Ok();
 }
@@ -464,18 +505,35 @@ Status CaptureWriter::Sync() {
   return Status::Ok();
 }
 
+Status CaptureWriter::CloseFile() {
+  Status status = Flush();
+  if (appender_) {
+    const Status closed = appender_->Close();  // unmaps, cuts off the reserved space
+    if (status.ok()) status = closed;
+    dropped_closed_ += appender_->dropped_bytes();
+    appender_.reset();
+    dirty_ = true;  // the file's new size must reach the disk too
+  }
+  if (status.ok() && dirty_ && ::fdatasync(fd_) != 0) {
+    status = Status::IoError(paths_.back() + ": fsync: " + ErrnoText(errno));
+  }
+  dirty_ = false;
+  if (syncer_) syncer_->SetFile(-1, {}, false);
+  if (::close(fd_) != 0 && status.ok()) {
+    status = Status::IoError(paths_.back() + ": close: " + ErrnoText(errno));
+  }
+  fd_ = -1;
+  return status;
+}
+
 Status CaptureWriter::Close() {
   if (fd_ < 0) return Status::Ok();
-  Status status = Sync();  // flushes first
+  Status status = CloseFile();
   if (syncer_) {
     const Status background = syncer_->TakeError();
     if (status.ok()) status = background;
     syncer_.reset();  // stops its thread
   }
-  if (::close(fd_) != 0 && status.ok()) {
-    status = Status::IoError(paths_.back() + ": close: " + ErrnoText(errno));
-  }
-  fd_ = -1;
   return status;
 }
 
@@ -579,14 +637,16 @@ Status CaptureReader::OpenFileAt(size_t index) {
 bool CaptureReader::Fill(size_t wanted) {
   if (end_ - begin_ >= wanted) return true;
   if (memory_ || eof_ || fd_ < 0) return false;
-  // Compact, then grow to hold `wanted` bytes (bounded by the maximum record size).
+  // Compact, then grow to hold `wanted` bytes: at least doubling, so that a scan over a long
+  // damaged stretch (which asks for a few bytes more each time) reads in big chunks.
   if (begin_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  const size_t capacity = std::max({buffer_.size(), wanted, kMinReadChunk});
-  if (buffer_.size() < capacity) buffer_.resize(capacity);
+  if (buffer_.size() < wanted || buffer_.size() < kMinReadChunk) {
+    buffer_.resize(std::max({wanted, 2 * buffer_.size(), kMinReadChunk}));
+  }
   while (end_ < wanted) {
     const ssize_t n = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
     if (n < 0) {
@@ -726,6 +786,13 @@ bool CaptureReader::ReadNext(Record& record) {
           break;
         }
         const size_t at = begin_ + skip;
+        if (IsZeroWord(buffer_.data() + at)) {
+          // A run of zeros (the unused reserved end of a mapped capture whose recorder was
+          // killed): no record starts at its first five bytes, as a record starts with its
+          // length (4 bytes, never 0). Step over it most of a word at a time.
+          skip += 5;
+          continue;
+        }
         const uint32_t candidate = GetLe32(buffer_.data() + at);
         if (candidate >= kCaptureRecordHeaderSize &&
             candidate <= kCaptureRecordHeaderSize + kCaptureMaxBody &&
@@ -741,7 +808,15 @@ bool CaptureReader::ReadNext(Record& record) {
       }
     }
     const bool tail = begin_ + skip >= end_ && eof_;
-    Report(why.WithContext("record at byte " + std::to_string(offset)), offset, skip, tail);
+    if (tail && AllZero(buffer_.data() + begin_, skip)) {
+      why = Status::Corrupt("zero bytes from here to the end of the file (" +
+                            std::to_string(skip) +
+                            "): space reserved by a recorder that did not close the file (killed?); "
+                            "every record before it was read");
+    } else {
+      why = why.WithContext("record at byte " + std::to_string(offset));
+    }
+    Report(std::move(why), offset, skip, tail);
     begin_ += skip;
     file_offset_of_begin_ += skip;
     bytes_consumed_total_ += skip;

@@ -4,7 +4,8 @@
 Usage: capture_check.py FILE...  Prints one JSON object per record:
 {"file": i, "offset": n, "type": t, "recv_ns": n, "source": n, "frames": [hex...]} (frames for
 message records) or "body": hex (other records), and exits 1 on the first record whose checksum
-does not verify (so it does not tolerate damage: it checks what kvindex writes).
+does not verify (so it does not tolerate damage: it checks what kvindex writes). Zero bytes from
+a record boundary to the end of a file end that file's data (a recorder that did not close it).
 """
 import json
 import struct
@@ -24,6 +25,11 @@ def main():
         assert struct.unpack_from("<Q", data, 24)[0] == xxhash.xxh3_64_intdigest(data[:24])
         pos = 32
         while pos < len(data):
+            if data[pos:pos + 4] == b"\0\0\0\0" and not data[pos:].strip(b"\0"):
+                # Zero bytes from a record boundary to the end: the unused reserved space of a
+                # mapped recorder that did not close the file (the format page's "zero tail").
+                print("zero tail of %d bytes at byte %d" % (len(data) - pos, pos), file=sys.stderr)
+                break
             length, rtype, flags, hsize, checksum, recv_ns, source, reserved = struct.unpack_from(
                 "<IBBHQqII", data, pos)
             record = data[pos:pos + length]

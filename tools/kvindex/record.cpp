@@ -46,6 +46,7 @@ Status RunRecord(const RecordOptions& options) {
   writer_options.fsync_interval = Millis(options.fsync_interval);
   writer_options.background_sync = true;  // the ingest thread never waits for the disk
   writer_options.drop_behind = true;      // nor fills the page cache with the capture
+  writer_options.mapped = true;           // nor makes a system call per poll cycle
   writer_options.rotate_bytes = options.rotate_bytes;
   writer_options.rotate_interval =
       std::chrono::seconds(static_cast<int64_t>(options.rotate_seconds + 0.5));

@@ -67,6 +67,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
     writer_options.fsync_interval = Millis(options.fsync_interval);
     writer_options.background_sync = true;  // the ingest thread never waits for the disk
     writer_options.drop_behind = true;      // nor fills the page cache with the capture
+    writer_options.mapped = true;           // nor makes a system call per poll cycle
     writer_options.overwrite = options.force;
     KVINDEX_ASSIGN_OR_RETURN(writer, CaptureWriter::Create(options.record, writer_options));
   }

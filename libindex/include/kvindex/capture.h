@@ -11,8 +11,10 @@
 // process killed with SIGKILL loses no complete record; fsync runs every `fsync_interval` (power
 // loss risks that much). A recorder with a poll loop may coalesce instead (set_coalescing()): the
 // records of one poll cycle are appended to a buffer and reach the kernel with one write(2) by
-// Flush(), which it calls before it blocks in poll again (SPEC §5). The fsync may run on a thread
-// of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory
+// Flush(), which it calls before it blocks in poll again (SPEC §5). With
+// CaptureWriterOptions::mapped the bytes are copied into a shared mapping of the file instead of
+// written with write(2): they are in the page cache as soon as they are copied. The fsync may run on
+// a thread of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory
 // bounded by the largest record: a torn or corrupt tail is reported with its byte offset and
 // everything before it is read; a corrupt record in the middle is reported and skipped (by its
 // length when that is sane, else by scanning forward to the next record that verifies).
@@ -133,7 +135,26 @@ struct CaptureWriterOptions {
   // page cache about every 50 ms, so a long recording does not fill the page cache (pushing out
   // what other programs cache) and keeps reusing the same recently freed pages.
   bool drop_behind = false;
+  // Append through shared memory mappings of the file instead of write(2): a record reaches the
+  // page cache as it is copied, with no system call on the recording thread (the file is reserved
+  // with fallocate(2) and prefaulted a window ahead by a thread of the writer's own; with
+  // drop_behind that thread also drops written windows from the page cache). A file that cannot
+  // be mapped (a FIFO, a file system without fallocate) is written with write(2) instead. A
+  // process killed before Close() leaves the unused part of its reserved windows as zero bytes at
+  // the end of the file; readers report it as the tail and read every record before it.
+  bool mapped = false;
+  // The size of a mapped window (rounded up to whole pages): the file grows by this much at a
+  // time, and two windows' worth of page cache is in use at once.
+  size_t map_window_bytes = size_t{8} << 20;
+  // Advise large folios (transparent huge pages) for the mapped windows: the kernel's per-page
+  // work is most of what recording costs it, and large folios cut it by ~3x on ext4
+  // (bench/capture_write_bench.cpp). Off only to measure that.
+  bool map_large_folios = true;
 };
+
+namespace internal {
+class MappedAppender;  // capture_map.h
+}  // namespace internal
 
 class CaptureWriter {
  public:
@@ -187,12 +208,17 @@ class CaptureWriter {
   uint64_t background_syncs() const;
   // Bytes the drop_behind thread has dropped from the page cache so far (0 without one).
   uint64_t dropped_bytes() const;
+  // True while the current file is written through mappings (options.mapped, and the file could
+  // be mapped).
+  bool mapped() const { return appender_ != nullptr; }
 
  private:
   class Syncer;  // the background fsync thread (capture.cpp)
 
   CaptureWriter(std::string path, CaptureWriterOptions options);
   Status OpenFile(const std::string& path);
+  // Flushes, cuts a mapped file to its data, fsyncs and closes the current file.
+  Status CloseFile();
   Status MaybeRotate();
   Status WriteRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                      std::span<const std::span<const std::byte>> body_parts);
@@ -221,6 +247,9 @@ class CaptureWriter {
   size_t pending_capacity_ = 0;
   size_t record_start_ = 0;  // where the record being built starts in pending_
   std::unique_ptr<Syncer> syncer_;
+  std::unique_ptr<internal::MappedAppender> appender_;  // the current file's, when mapped
+  bool map_unsupported_ = false;  // a file could not be mapped: write(2) from then on
+  uint64_t dropped_closed_ = 0;   // dropped_bytes() of the appenders of closed files
 };
 
 // The path of rotated file `index` (0 = `base` itself): "cap.kvcap" -> "cap.1.kvcap", ...
