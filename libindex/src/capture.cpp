@@ -809,10 +809,9 @@ bool CaptureReader::ReadNext(Record& record) {
     }
     const bool tail = begin_ + skip >= end_ && eof_;
     if (tail && AllZero(buffer_.data() + begin_, skip)) {
-      why = Status::Corrupt("zero bytes from here to the end of the file (" +
-                            std::to_string(skip) +
-                            "): space reserved by a recorder that did not close the file (killed?); "
-                            "every record before it was read");
+      why = Status::Corrupt(
+          "zero bytes from here to the end of the file: space reserved by a recorder that did not "
+          "close it (killed?); every record before it was read");
     } else {
       why = why.WithContext("record at byte " + std::to_string(offset));
     }

@@ -90,6 +90,12 @@ kill -9 $rec
 wait $rec 2>/dev/null
 n=$(same_messages "$TMP/c3.kvcap" "$TMP/p3.log") || fail "capture after kill -9 does not read back"
 [ "${n:-0}" -ge 50 ] || fail "kill -9 capture holds $n messages"
+# The recorder was idle when killed: its file ends in reserved zero bytes, which replay reports as
+# the tail (one line, exit 0) after reading every record.
+run "$KVINDEX" replay "$TMP/c3.kvcap" --json "$TMP/c3.json"
+expect_status 0 "replay of a killed recorder's capture"
+grep -q "c3.kvcap: byte [0-9]*: zero bytes from here to the end of the file" "$stderr_file" ||
+  fail "zero tail not reported: $(cat "$stderr_file")"
 
 # --duration ends a quiet recording.
 run timeout 30 "$KVINDEX" record --source a=vllm@tcp://127.0.0.1:1 --out "$TMP/c4.kvcap" --duration 0.3
