@@ -365,17 +365,16 @@ Status CaptureWriter::MaybeRotate() {
 std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                                       size_t body_size) {
   const size_t total = kCaptureRecordHeaderSize + body_size;
-  record_start_ = pending_size_;
-  if (pending_capacity_ - pending_size_ < total) {
-    // Grows without zeroing (make_unique_for_overwrite): every byte is written before it is used.
-    const size_t capacity = std::max(2 * pending_capacity_, pending_size_ + total);
-    auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
-    if (pending_size_ != 0) std::memcpy(grown.get(), pending_.get(), pending_size_);
-    pending_ = std::move(grown);
-    pending_capacity_ = capacity;
+  std::byte* p = nullptr;
+  // A mapped file with nothing buffered: build the record in the mapping itself (no copy), unless
+  // it would cross into the next window.
+  if (appender_ != nullptr && pending_size_ == 0) p = appender_->Reserve(total);
+  in_place_ = p != nullptr;
+  if (in_place_) {
+    in_place_size_ = total;
+  } else {
+    p = ReservePending(total);
   }
-  pending_size_ += total;
-  std::byte* p = pending_.get() + record_start_;
   PutLe32(p, static_cast<uint32_t>(total));
   p[4] = static_cast<std::byte>(type);
   p[5] = std::byte{0};
@@ -386,15 +385,34 @@ std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, i
   return p + kCaptureRecordHeaderSize;
 }
 
+std::byte* CaptureWriter::ReservePending(size_t total) {
+  record_start_ = pending_size_;
+  if (pending_capacity_ - pending_size_ < total) {
+    // Grows without zeroing (make_unique_for_overwrite): every byte is written before it is used.
+    const size_t capacity = std::max(2 * pending_capacity_, pending_size_ + total);
+    auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    if (pending_size_ != 0) std::memcpy(grown.get(), pending_.get(), pending_size_);
+    pending_ = std::move(grown);
+    pending_capacity_ = capacity;
+  }
+  pending_size_ += total;
+  return pending_.get() + record_start_;
+}
+
 Status CaptureWriter::FinishRecord() {
-  std::byte* p = pending_.get() + record_start_;
-  const size_t total = pending_size_ - record_start_;
+  const size_t total = in_place_ ? in_place_size_ : pending_size_ - record_start_;
+  std::byte* p = in_place_ ? appender_->Reserved() : pending_.get() + record_start_;
   PutLe64(p + 8, RecordChecksum(p, total));
   file_bytes_ += total;
   bytes_written_ += total;
   ++records_written_;
   dirty_ = true;
-  if (!coalescing_ || pending_size_ >= kCaptureCoalesceBytes) {
+  if (in_place_) {
+    in_place_ = false;
+    appender_->Commit(total);  // in the page cache already: nothing to flush
+    if (syncer_) syncer_->Written(file_bytes_);
+  } else if (!coalescing_ || pending_size_ >= kCaptureCoalesceBytes || appender_ != nullptr) {
+    // (A mapped file flushes at once, so that the next record can be built in place.)
     KVINDEX_RETURN_IF_ERROR(Flush());
   }
   if (!coalescing_) KVINDEX_RETURN_IF_ERROR(MaybeSync());  // coalescing: the owner's per cycle

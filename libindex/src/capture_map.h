@@ -58,6 +58,21 @@ class MappedAppender {
   // cannot be reserved or mapped; then the bytes of this call that were copied do not count (end()
   // stays where it was, and Close() cuts them off), so the file never ends in a torn record.
   Status Append(const std::byte* data, size_t size);
+  // Room for `size` bytes at the end of the data, inside the current window (moving to the next
+  // window first if this one is full), or null when they would cross into the next window or a
+  // window cannot be had: then use Append(). Commit() then counts them as appended; Reserved() is
+  // where they start.
+  std::byte* Reserve(size_t size) {
+    if (pos_ == window_.size && (closed_ || !failed_.ok() || !(failed_ = Advance()).ok())) {
+      return nullptr;
+    }
+    return window_.size - pos_ >= size && !closed_ ? window_.base + pos_ : nullptr;
+  }
+  std::byte* Reserved() const { return window_.base + pos_; }
+  void Commit(size_t size) {
+    pos_ += size;
+    end_ = window_.offset + pos_;
+  }
   // Where the appended data ends (the file's logical size).
   uint64_t end() const { return end_; }
   // Stops the thread, unmaps every window and cuts the file to end(). The descriptor stays open

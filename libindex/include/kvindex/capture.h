@@ -226,6 +226,7 @@ class CaptureWriter {
   // body goes; FinishRecord() checksums the record and writes or keeps it.
   std::byte* BeginRecord(CaptureRecordType type, SourceId source, int64_t recv_ns,
                          size_t body_size);
+  std::byte* ReservePending(size_t total);  // room for a record of `total` bytes in pending_
   Status FinishRecord();
 
   std::string base_path_;
@@ -246,6 +247,8 @@ class CaptureWriter {
   size_t pending_size_ = 0;
   size_t pending_capacity_ = 0;
   size_t record_start_ = 0;  // where the record being built starts in pending_
+  bool in_place_ = false;    // the record being built is in the mapped window, not in pending_
+  size_t in_place_size_ = 0;
   std::unique_ptr<Syncer> syncer_;
   std::unique_ptr<internal::MappedAppender> appender_;  // the current file's, when mapped
   bool map_unsupported_ = false;  // a file could not be mapped: write(2) from then on
