@@ -12,8 +12,9 @@
 // loss risks that much). A recorder with a poll loop may coalesce instead (set_coalescing()): the
 // records of one poll cycle are appended to a buffer and reach the kernel with one write(2) by
 // Flush(), which it calls before it blocks in poll again (SPEC §5). With
-// CaptureWriterOptions::mapped the bytes are copied into a shared mapping of the file instead of
-// written with write(2): they are in the page cache as soon as they are copied. The fsync may run on
+// CaptureWriterOptions::mapped each record is built in a shared mapping of the file instead (or
+// copied there when it would cross a window boundary): it is in the page cache as soon as it is
+// built, and there is nothing to coalesce. The fsync may run on
 // a thread of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory
 // bounded by the largest record: a torn or corrupt tail is reported with its byte offset and
 // everything before it is read; a corrupt record in the middle is reported and skipped (by its
