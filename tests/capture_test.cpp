@@ -84,6 +84,25 @@ std::vector<CaptureRecord> ReadAll(CaptureReader& reader) {
   return records;
 }
 
+// Writes message `i` of a killed-writer test: frames "t", `i` as 8 big-endian bytes, and a payload
+// of `payload_size` bytes.
+Status WriteSequenced(CaptureWriter& writer, uint64_t i, size_t payload_size) {
+  Bytes seq(8);
+  for (int b = 0; b < 8; ++b) seq[static_cast<size_t>(b)] = static_cast<std::byte>(i >> (8 * (7 - b)));
+  return WriteMessage(writer, 0, static_cast<int64_t>(i),
+                      {B("t"), seq, Bytes(payload_size, std::byte{0x42})});
+}
+
+// Every record is a WriteSequenced() message, numbered 0, 1, 2, ... with none missing.
+void CheckSequenced(const std::vector<CaptureRecord>& records) {
+  for (size_t i = 0; i < records.size(); ++i) {
+    REQUIRE(records[i].frames.size() == 3);
+    uint64_t seq = 0;
+    for (std::byte b : records[i].frames[1]) seq = (seq << 8) | static_cast<uint64_t>(b);
+    REQUIRE(seq == i);
+  }
+}
+
 TEST_SUITE("capture") {
 
 TEST_CASE("Every record type round-trips through the writer and the reader") {
@@ -412,14 +431,7 @@ TEST_CASE("A capture written by a process killed with SIGKILL reads back every c
     auto w = CaptureWriter::Create(path.string());
     if (!w.ok()) ::_exit(3);
     for (uint64_t i = 0;; ++i) {
-      Bytes payload(100 + i % 3000, std::byte{0x42});
-      Bytes seq(8);
-      for (int b = 0; b < 8; ++b) seq[static_cast<size_t>(b)] = static_cast<std::byte>(i >> (8 * (7 - b)));
-      std::vector<Bytes> frames = {B("t"), seq, payload};
-      std::vector<std::span<const std::byte>> spans(frames.begin(), frames.end());
-      if (!(*w)->WriteFrames(CaptureRecordType::kMessage, SourceId{0}, static_cast<int64_t>(i), spans).ok()) {
-        ::_exit(4);
-      }
+      if (!WriteSequenced(**w, i, 100 + i % 3000).ok()) ::_exit(4);
     }
   }
   // Let the child write a few megabytes, then kill it without warning.
@@ -435,12 +447,7 @@ TEST_CASE("A capture written by a process killed with SIGKILL reads back every c
   const auto records = ReadAll(**r);
   REQUIRE(records.size() > 100);
   // Sequence numbers are contiguous from 0: no complete record was lost or damaged.
-  for (size_t i = 0; i < records.size(); ++i) {
-    REQUIRE(records[i].frames.size() == 3);
-    uint64_t seq = 0;
-    for (std::byte b : records[i].frames[1]) seq = (seq << 8) | static_cast<uint64_t>(b);
-    REQUIRE(seq == i);
-  }
+  CheckSequenced(records);
   // At most the record being written when the kill came is torn.
   CHECK((*r)->problems().size() <= 1);
   for (const auto& p : (*r)->problems()) CHECK(p.tail);
@@ -521,14 +528,7 @@ TEST_CASE("A coalescing writer killed with SIGKILL keeps every flushed cycle") {
     if (!w.ok()) ::_exit(3);
     (*w)->set_coalescing(true);
     for (uint64_t i = 0;; ++i) {
-      Bytes payload(100 + i % 3000, std::byte{0x42});
-      Bytes seq(8);
-      for (int b = 0; b < 8; ++b) seq[static_cast<size_t>(b)] = static_cast<std::byte>(i >> (8 * (7 - b)));
-      std::vector<Bytes> frames = {B("t"), seq, payload};
-      std::vector<std::span<const std::byte>> spans(frames.begin(), frames.end());
-      if (!(*w)->WriteFrames(CaptureRecordType::kMessage, SourceId{0}, static_cast<int64_t>(i), spans).ok()) {
-        ::_exit(4);
-      }
+      if (!WriteSequenced(**w, i, 100 + i % 3000).ok()) ::_exit(4);
       if (i % 7 == 6 && !(*w)->Flush().ok()) ::_exit(5);  // a "poll cycle" of 7 records
     }
   }
@@ -543,12 +543,7 @@ TEST_CASE("A coalescing writer killed with SIGKILL keeps every flushed cycle") {
   REQUIRE(r.ok());
   const auto records = ReadAll(**r);
   REQUIRE(records.size() > 100);
-  for (size_t i = 0; i < records.size(); ++i) {
-    REQUIRE(records[i].frames.size() == 3);
-    uint64_t seq = 0;
-    for (std::byte b : records[i].frames[1]) seq = (seq << 8) | static_cast<uint64_t>(b);
-    REQUIRE(seq == i);
-  }
+  CheckSequenced(records);
   // Only the write in progress when the kill came can be torn.
   CHECK((*r)->problems().size() <= 1);
   for (const auto& p : (*r)->problems()) CHECK(p.tail);
@@ -897,14 +892,7 @@ TEST_CASE("A mapped writer killed with SIGKILL keeps every complete record; the 
     if (!w.ok() || !(*w)->mapped()) ::_exit(3);
     (*w)->set_coalescing(true);
     for (uint64_t i = 0;; ++i) {
-      Bytes payload(100 + i % 700, std::byte{0x42});
-      Bytes seq(8);
-      for (int b = 0; b < 8; ++b) seq[static_cast<size_t>(b)] = static_cast<std::byte>(i >> (8 * (7 - b)));
-      std::vector<Bytes> frames = {B("t"), seq, payload};
-      std::vector<std::span<const std::byte>> spans(frames.begin(), frames.end());
-      if (!(*w)->WriteFrames(CaptureRecordType::kMessage, SourceId{0}, static_cast<int64_t>(i), spans).ok()) {
-        ::_exit(4);
-      }
+      if (!WriteSequenced(**w, i, 100 + i % 700).ok()) ::_exit(4);
       if (i % 5 == 4 && !(*w)->Flush().ok()) ::_exit(5);
       if (i == 5000 && ::write(progress[1], "x", 1) != 1) ::_exit(6);
     }
@@ -925,12 +913,7 @@ TEST_CASE("A mapped writer killed with SIGKILL keeps every complete record; the 
   REQUIRE(r.ok());
   const auto records = ReadAll(**r);
   REQUIRE(records.size() > 5000);
-  for (size_t i = 0; i < records.size(); ++i) {
-    REQUIRE(records[i].frames.size() == 3);
-    uint64_t seq = 0;
-    for (std::byte b : records[i].frames[1]) seq = (seq << 8) | static_cast<uint64_t>(b);
-    REQUIRE(seq == i);
-  }
+  CheckSequenced(records);
   // One tail problem: zeros, or the record being copied when the kill came and zeros after it.
   REQUIRE((*r)->problems().size() == 1);
   const CaptureProblem& tail = (*r)->problems()[0];

@@ -370,11 +370,7 @@ std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, i
   // it would cross into the next window.
   if (appender_ != nullptr && pending_size_ == 0) p = appender_->Reserve(total);
   in_place_ = p != nullptr;
-  if (in_place_) {
-    in_place_size_ = total;
-  } else {
-    p = ReservePending(total);
-  }
+  if (!in_place_) p = ReservePending(total);
   PutLe32(p, static_cast<uint32_t>(total));
   p[4] = static_cast<std::byte>(type);
   p[5] = std::byte{0};
@@ -400,8 +396,8 @@ std::byte* CaptureWriter::ReservePending(size_t total) {
 }
 
 Status CaptureWriter::FinishRecord() {
-  const size_t total = in_place_ ? in_place_size_ : pending_size_ - record_start_;
   std::byte* p = in_place_ ? appender_->Reserved() : pending_.get() + record_start_;
+  const size_t total = GetLe32(p);  // the length BeginRecord() wrote
   PutLe64(p + 8, RecordChecksum(p, total));
   file_bytes_ += total;
   bytes_written_ += total;

@@ -91,7 +91,6 @@ Result<MappedAppender::Window> MappedAppender::MapWindow(uint64_t offset) {
     }
     // ENOMEM, EINTR, EAGAIN: the pages fault in when written.
   }
-  windows_mapped_.fetch_add(1, std::memory_order_relaxed);
   return Window{static_cast<std::byte*>(base), offset, size};
 }
 
@@ -119,7 +118,6 @@ Status MappedAppender::Advance() {
   if (!next_) {
     if (!error_.ok()) return error_;
     // The thread has not got to it yet (a burst, or a window too small for the rate): map it here.
-    ++inline_maps_;
     KVINDEX_ASSIGN_OR_RETURN(Window window, MapWindow(next_offset_));
     next_ = window;
   }

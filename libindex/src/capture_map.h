@@ -80,10 +80,6 @@ class MappedAppender {
   Status Close();
   // Bytes the drop_behind work has dropped from the page cache so far.
   uint64_t dropped_bytes() const { return dropped_.load(std::memory_order_relaxed); }
-  // Windows mapped so far, and how many of them the recording thread had to map itself because
-  // the next one was not ready (tests, diagnostics).
-  uint64_t windows_mapped() const { return windows_mapped_.load(std::memory_order_relaxed); }
-  uint64_t windows_mapped_inline() const { return inline_maps_; }
 
  private:
   struct Window {
@@ -106,7 +102,6 @@ class MappedAppender {
   size_t pos_ = 0;    // bytes of window_ in use
   uint64_t end_ = 0;  // the end of the last whole Append()
   Status failed_;     // an Append() failed: every later one fails the same way
-  uint64_t inline_maps_ = 0;
   bool closed_ = false;
 
   std::mutex mu_;
@@ -118,7 +113,6 @@ class MappedAppender {
   bool stop_ = false;             // guarded by mu_
   Status error_;                  // the thread's failure to map; guarded by mu_
   std::atomic<uint64_t> dropped_{0};
-  std::atomic<uint64_t> windows_mapped_{0};
   std::thread thread_;  // started last, by Open()
 };
 

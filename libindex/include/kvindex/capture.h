@@ -14,11 +14,11 @@
 // Flush(), which it calls before it blocks in poll again (SPEC §5). With
 // CaptureWriterOptions::mapped each record is built in a shared mapping of the file instead (or
 // copied there when it would cross a window boundary): it is in the page cache as soon as it is
-// built, and there is nothing to coalesce. The fsync may run on
-// a thread of the writer's own (CaptureWriterOptions::background_sync). CaptureReader streams with memory
-// bounded by the largest record: a torn or corrupt tail is reported with its byte offset and
-// everything before it is read; a corrupt record in the middle is reported and skipped (by its
-// length when that is sane, else by scanning forward to the next record that verifies).
+// built, and there is nothing to coalesce. The fsync may run on a thread of the writer's own
+// (CaptureWriterOptions::background_sync). CaptureReader streams with memory bounded by the
+// largest record: a torn or corrupt tail is reported with its byte offset and everything before it
+// is read; a corrupt record in the middle is reported and skipped (by its length when that is
+// sane, else by scanning forward to the next record that verifies).
 //
 // Thread safety: a writer or reader is used by one thread at a time (a writer's own fsync thread
 // aside, which only touches the file under the writer's lock).
@@ -148,7 +148,7 @@ struct CaptureWriterOptions {
   // time, and two windows' worth of page cache is in use at once.
   size_t map_window_bytes = size_t{8} << 20;
   // Advise large folios (transparent huge pages) for the mapped windows: the kernel's per-page
-  // work is most of what recording costs it, and large folios cut it by ~3x on ext4
+  // work is most of what recording costs it, and large folios cut it by 1.3-2.2x on ext4
   // (bench/capture_write_bench.cpp). Off only to measure that.
   bool map_large_folios = true;
 };
@@ -249,7 +249,6 @@ class CaptureWriter {
   size_t pending_capacity_ = 0;
   size_t record_start_ = 0;  // where the record being built starts in pending_
   bool in_place_ = false;    // the record being built is in the mapped window, not in pending_
-  size_t in_place_size_ = 0;
   std::unique_ptr<Syncer> syncer_;
   std::unique_ptr<internal::MappedAppender> appender_;  // the current file's, when mapped
   bool map_unsupported_ = false;  // a file could not be mapped: write(2) from then on
