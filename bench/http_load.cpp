@@ -306,12 +306,15 @@ int main(int argc, char** argv) {
         }
         idle.push_back(c);
       } else if (closed) {
-        if (conn.busy) {
+        // The server closed it: in the middle of an answer (an error), or while it sat idle (its
+        // keep-alive timeout), when it is on the idle list already.
+        const bool was_busy = conn.busy;
+        if (was_busy) {
           ++errors;
           ++done;
         }
         reopen(c);
-        idle.push_back(c);
+        if (was_busy) idle.push_back(c);
       }
     }
   }
