@@ -10,7 +10,9 @@
 #   --record: both see the same stream in the same seconds, so their ratio is free of the drift
 #   between runs that a shared machine adds (the pair shares the CPUs, so its rates are lower).
 #   RECORD_ARGS adds subscriber flags to the --record runs (e.g. "--fsync-interval 0.1");
-#   OUT_SUFFIX names the results file ingest-<commit>-<suffix>.json.
+#   OUT_SUFFIX names the results file ingest-<commit>-<suffix>.json. RATE=N paces the publisher at
+#   N batches/s instead of --blast: at a rate every subscriber keeps up with, the pairs' "CPU per
+#   block" is what recording costs at that live rate (their rate ratio is then ~1 by construction).
 # Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
 # 1,000,000 batches. Rates are over the subscriber's first-to-last received message; blocks are
 # applied events (each event stores one block: --prompt-blocks 1).
@@ -53,8 +55,10 @@ run_subs() {
     names+=("$name")
   done
   local pub=${names[0]}
+  local pace=(--blast)
+  [ -n "${RATE:-}" ] && pace=(--rate "$RATE" --hwm 1000000)
   /usr/bin/time -f "%U %S" -o "$tmp/$pub-pub.time" \
-    "$KVINDEX" publish-fake --format vllm --blast --count "$count" --events-per-batch "$epb" \
+    "$KVINDEX" publish-fake --format vllm "${pace[@]}" --count "$count" --events-per-batch "$epb" \
     --prompt-blocks 1 --prefix-blocks 0 --capacity 100000000 \
     --port "$port" --replay-port "$rport" --wait-subscribers "${#names[@]}" --wait-timeout 20 --linger 3 \
     --json "$tmp/$pub-pub.json" >/dev/null 2>"$tmp/$pub-pub.err" || { cat "$tmp/$pub-pub.err" >&2; exit 1; }
