@@ -322,11 +322,11 @@ int main(int argc, char** argv) {
   std::sort(latencies.begin(), latencies.end());
   char json[1024];
   std::snprintf(json, sizeof(json),
-                "{\"path\": \"%s\", \"rate\": %.0f, \"connections\": %d, \"duration_s\": %.1f, "
+                "{\"path\": \"%s\", \"rate\": %.0f, \"connections\": %d, \"duration_s\": %.1f, \"warmup_s\": %.1f, "
                 "\"measured\": %zu, \"errors\": %llu, \"queued\": %llu, \"late_sends\": %llu, "
                 "\"achieved_rate\": %.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, "
                 "\"p999_us\": %.1f, \"max_us\": %.1f}",
-                o.path.c_str(), o.rate, o.connections, o.duration, latencies.size(),
+                o.path.c_str(), o.rate, o.connections, o.duration, o.warmup, latencies.size(),
                 static_cast<unsigned long long>(errors), static_cast<unsigned long long>(queued),
                 static_cast<unsigned long long>(late_sends), static_cast<double>(total) / elapsed,
                 Percentile(latencies, 0.50), Percentile(latencies, 0.90), Percentile(latencies, 0.99),

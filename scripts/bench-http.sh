@@ -6,7 +6,9 @@
 # ingest (what the ingest costs the queries), and bench/http_floor, a server that does nothing,
 # with and without the same ingest load on the machine (the machine's own floor: the generator,
 # loopback TCP, thread wake-ups and the scheduling of the CPUs; on a small VM its p99 alone can
-# exceed 1 ms).
+# exceed 1 ms). It also prints each server's process CPU per request sent (all threads, over the
+# generator's run): kvindex's beside http_floor's shows what the HTTP stack costs beyond the
+# answer itself (the mean server time per query).
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
 #   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000, STREAM_EPB=50 events per
@@ -50,7 +52,8 @@ STREAM_EPB=${STREAM_EPB:-50}         # one-block events per batch (500: 400 batc
 sub=$!
 pids+=("$sub")
 "$FLOOR" --port "$floor_port" >"$tmp/floor.out" 2>&1 &
-pids+=($!)
+floor=$!
+pids+=("$floor")
 
 metric() {  # metric NAME_PREFIX: the first sample's value
   "$PY" - "$http_port" "$1" <<'PYEOF'
@@ -94,17 +97,22 @@ print([l.split()[-1] for l in text.splitlines() if l.startswith("kvindex_http_qu
 PYEOF
 )"
 }
-load() {  # load PORT PHASE: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime + stime of a process, all threads
+load() {  # load PORT PHASE PID: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR);
+  # the server's CPU (process PID) over the run in $tmp/PHASE.cpu, seconds
+  local before
+  before=$(cpu_ticks "$3")
   "$LOAD" --port "$1" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
     --connections "$CONNS" --out "$tmp/$2.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/$2.tsv"} >&2 || true
+  echo "$(( $(cpu_ticks "$3") - before )) $(getconf CLK_TCK)" | awk '{print $1 / $2}' >"$tmp/$2.cpu"
 }
 t0=$(server_time)
 echo "== baseline: $CONNS connections, no ingest" >&2
-load "$http_port" baseline
+load "$http_port" baseline "$sub"
 
 t1=$(server_time)
 echo "== floor: http_floor, $CONNS connections, no ingest" >&2
-load "$floor_port" floor-idle
+load "$floor_port" floor-idle "$floor"
 echo "== loaded: $CONNS connections, publish-fake (nice $PUB_NICE) streaming $STREAM_BPS blocks/s in batches of $STREAM_EPB" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
 batches=$(( (STREAM_BPS / STREAM_EPB) * (2 * DURATION + 6) ))  # covers both loaded phases
@@ -123,10 +131,10 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 sleep 1  # the stream is at its rate
-load "$http_port" loaded
+load "$http_port" loaded "$sub"
 t2=$(server_time)
 echo "== floor: http_floor, $CONNS connections, same ingest" >&2
-load "$floor_port" floor-loaded
+load "$floor_port" floor-loaded "$floor"
 wait "$pub" || true
 sleep 1
 gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))
@@ -148,11 +156,20 @@ loaded = json.load(open(tmp + "/loaded.json"))
 stream = json.load(open(tmp + "/stream.json"))
 floor_idle = json.load(open(tmp + "/floor-idle.json"))
 floor_loaded = json.load(open(tmp + "/floor-loaded.json"))
+def cpu_us_per_request(phase, answers):
+    # the server process's CPU over the generator's run (warm-up included), per request sent
+    sent = answers["rate"] * (answers["warmup_s"] + answers["duration_s"])
+    return float(open(tmp + "/" + phase + ".cpu").read()) * 1e6 / sent
+cpu = {"no_ingest": cpu_us_per_request("baseline", base),
+       "floor_no_ingest": cpu_us_per_request("floor-idle", floor_idle),
+       "loaded_with_ingest": cpu_us_per_request("loaded", loaded),
+       "floor_loaded": cpu_us_per_request("floor-loaded", floor_loaded)}
 result = {"commit": commit, "presences": presences, "baseline": base, "loaded": loaded,
           "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,
           "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
                      "events_per_batch": epb, "publish_fake_nice": pub_nice, "publish_fake": stream},
           "server_mean_us": {"baseline": server_mean_us(t0, t1), "loaded": server_mean_us(t1, t2)},
+          "server_cpu_us_per_request": cpu,
           "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if base["p99_us"] else None,
           "ratio_p99_over_floor": {"no_ingest": base["p99_us"] / floor_idle["p99_us"],
                                    "loaded": loaded["p99_us"] / floor_loaded["p99_us"]},
@@ -163,6 +180,9 @@ for name, r in (("no ingest %d conn" % base["connections"], base), ("floor, no i
                 ("loaded %d conn" % loaded["connections"], loaded), ("floor, loaded", floor_loaded)):
     print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
 print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
+print("server process CPU per request (us): kvindex %.1f, floor %.1f (ratio %.1f); loaded, ingest included: kvindex %.1f, floor %.1f"
+      % (cpu["no_ingest"], cpu["floor_no_ingest"], cpu["no_ingest"] / cpu["floor_no_ingest"],
+         cpu["loaded_with_ingest"], cpu["floor_loaded"]))
 print("p99 / floor p99: no ingest %.2f, loaded %.2f" % (result["ratio_p99_over_floor"]["no_ingest"], result["ratio_p99_over_floor"]["loaded"]))
 print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
 print("wrote", out)

@@ -48,6 +48,7 @@ after=$(count)
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["measured"] == 200 and r["errors"] == 0 and r["connections"] == 3, r
+assert r["duration_s"] == 1 and r["warmup_s"] == 0.5, r
 assert 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
 rows = [list(map(int, l.split())) for l in open(sys.argv[2])]
 assert len(rows) == 200, len(rows)
