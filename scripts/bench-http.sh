@@ -97,14 +97,16 @@ print([l.split()[-1] for l in text.splitlines() if l.startswith("kvindex_http_qu
 PYEOF
 )"
 }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime + stime of a process, all threads
+cpu_of() {  # utime + stime of a live process, seconds (as in bench-ingest.sh)
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
+}
 load() {  # load PORT PHASE PID: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR);
   # the server's CPU (process PID) over the run in $tmp/PHASE.cpu, seconds
   local before
-  before=$(cpu_ticks "$3")
+  before=$(cpu_of "$3")
   "$LOAD" --port "$1" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
     --connections "$CONNS" --out "$tmp/$2.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/$2.tsv"} >&2 || true
-  echo "$(( $(cpu_ticks "$3") - before )) $(getconf CLK_TCK)" | awk '{print $1 / $2}' >"$tmp/$2.cpu"
+  awk -v a="$before" -v b="$(cpu_of "$3")" 'BEGIN {print b - a}' >"$tmp/$2.cpu"
 }
 t0=$(server_time)
 echo "== baseline: $CONNS connections, no ingest" >&2
