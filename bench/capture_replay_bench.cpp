@@ -13,13 +13,13 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kvindex/capture.h"
-#include "kvindex/capture_replay.h"
-#include "kvindex/event_codec.h"
-#include "kvindex/framing.h"
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/framing.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/capture_replay.h"
+#include "kvindex/ingest/ingest.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kvindex/capture.h"
+#include "kvindex/files/capture.h"
 
 namespace {
 

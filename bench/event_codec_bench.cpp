@@ -18,7 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <msgpack.hpp>
 
-#include "kvindex/event_codec.h"
+#include "kvindex/codec/event_codec.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
 
-#include "kvindex/block_hash.h"
+#include "kvindex/core/block_hash.h"
 
 namespace {
 

@@ -52,7 +52,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kvindex/prefix_index.h"
+#include "kvindex/index/prefix_index.h"
 
 namespace {
 

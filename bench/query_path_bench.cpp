@@ -27,8 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/http/query_server.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/query_json.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/query/query_json.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/request_trace.h"
+#include "kvindex/files/request_trace.h"
 #include "kvindex/sim/simulator.h"
 
 namespace {

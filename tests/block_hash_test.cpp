@@ -1,4 +1,4 @@
-#include "kvindex/block_hash.h"
+#include "kvindex/core/block_hash.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "kvindex/capture.h"
+#include "kvindex/files/capture.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -19,12 +19,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "kvindex/capture_replay.h"
-#include "kvindex/event_codec.h"
-#include "kvindex/framing.h"
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/framing.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/capture_replay.h"
+#include "kvindex/ingest/ingest.h"
 #include "test_util.h"
 
 namespace kvindex {

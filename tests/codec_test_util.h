@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/event.h"
-#include "kvindex/instance.h"
+#include "kvindex/core/event.h"
+#include "kvindex/core/instance.h"
 
 namespace kvindex::test {
 

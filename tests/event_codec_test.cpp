@@ -1,4 +1,4 @@
-#include "kvindex/event_codec.h"
+#include "kvindex/codec/event_codec.h"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../libindex/src/event_codec_internal.h"  // the decoder's fast path, compared below
+#include "../libindex/src/codec/event_codec_internal.h"  // the decoder's fast path, compared below
 #include "codec_test_util.h"
 #include "test_util.h"
 

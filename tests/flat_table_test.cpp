@@ -4,7 +4,7 @@
 // tail past the nominal capacity and must append slots there) and the first bucket (one long run).
 // After each operation the sizes agree; every few operations every key of the map is found at a
 // slot holding it, and ForEach visits exactly the map's keys. The seed is printed on failure.
-#include "../libindex/src/flat_table.h"
+#include "../libindex/src/index/flat_table.h"
 
 #include <cstdint>
 #include <random>

@@ -1,4 +1,4 @@
-#include "kvindex/framing.h"
+#include "kvindex/codec/framing.h"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codec_test_util.h"
-#include "kvindex/event_codec.h"
+#include "kvindex/codec/event_codec.h"
 #include "test_util.h"
 
 namespace kvindex {

@@ -1,4 +1,4 @@
-#include "kvindex/instance.h"
+#include "kvindex/core/instance.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "kvindex/log.h"
+#include "kvindex/core/log.h"
 
 #include <chrono>
 

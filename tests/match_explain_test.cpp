@@ -6,9 +6,9 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/match_explain.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/query_json.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/query/match_explain.h"
+#include "kvindex/query/query_json.h"
 #include "prefix_index_builders.h"
 
 namespace kvindex {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "kvindex/event.h"
+#include "kvindex/core/event.h"
 
 namespace kvindex::test {
 

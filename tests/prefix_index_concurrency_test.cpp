@@ -11,7 +11,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/prefix_index.h"
+#include "kvindex/index/prefix_index.h"
 #include "prefix_index_builders.h"
 
 namespace kvindex {

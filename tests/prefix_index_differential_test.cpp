@@ -13,7 +13,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/prefix_index.h"
+#include "kvindex/index/prefix_index.h"
 #include "prefix_index_builders.h"
 #include "reference_index.h"
 

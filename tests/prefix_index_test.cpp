@@ -1,7 +1,7 @@
 // PrefixIndex: the SPEC §3 worked example, every rule of SPEC §3, and one regression test per
 // upstream conductor indexing bug of seed-facts §3.12 (named by its B-number and the triggering
 // input). Expected answers are hand-computed token counts, never taken from the index.
-#include "kvindex/prefix_index.h"
+#include "kvindex/index/prefix_index.h"
 
 #include <atomic>
 #include <thread>

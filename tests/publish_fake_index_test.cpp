@@ -14,10 +14,10 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "kvindex/capture.h"
-#include "kvindex/capture_replay.h"
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/capture_replay.h"
+#include "kvindex/ingest/ingest.h"
 #include "test_util.h"
 
 namespace kvindex {

@@ -14,9 +14,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "kvindex/capture.h"
-#include "kvindex/event_codec.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/files/capture.h"
 #include "test_util.h"
 
 namespace kvindex {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvindex/query_json.h"
+#include "kvindex/query/query_json.h"
 
 namespace kvindex::test {
 

@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/query_json.h"
+#include "kvindex/query/query_json.h"
 #include "query_json_diff.h"
 
 namespace kvindex {

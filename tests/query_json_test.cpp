@@ -1,4 +1,4 @@
-#include "kvindex/query_json.h"
+#include "kvindex/query/query_json.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

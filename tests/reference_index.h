@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "kvindex/block_hash.h"
-#include "kvindex/event.h"
-#include "kvindex/instance.h"
-#include "kvindex/prefix_match.h"
+#include "kvindex/core/block_hash.h"
+#include "kvindex/core/event.h"
+#include "kvindex/core/instance.h"
+#include "kvindex/index/prefix_match.h"
 
 namespace kvindex::test {
 

@@ -1,6 +1,6 @@
 // The request trace reader (SPEC §6): both formats, auto-detection, bad lines with their line
 // numbers, --skip-bad, ordering, and the real public traces.
-#include "kvindex/request_trace.h"
+#include "kvindex/files/request_trace.h"
 
 #include <unistd.h>
 

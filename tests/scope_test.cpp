@@ -1,4 +1,4 @@
-#include "kvindex/scope.h"
+#include "kvindex/core/scope.h"
 
 #include <unordered_set>
 

@@ -1,4 +1,4 @@
-#include "kvindex/sequencer.h"
+#include "kvindex/ingest/sequencer.h"
 
 #include <algorithm>
 #include <string>

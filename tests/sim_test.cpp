@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/request_trace.h"
+#include "kvindex/files/request_trace.h"
 #include "kvindex/sim/block_cache.h"
 #include "kvindex/sim/prng.h"
 #include "kvindex/sim/simulator.h"

@@ -7,7 +7,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kvindex/source_counters.h"
+#include "kvindex/ingest/source_counters.h"
 
 namespace kvindex {
 namespace {

@@ -1,4 +1,4 @@
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/source_spec.h"
 
 #include <doctest/doctest.h>
 

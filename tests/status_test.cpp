@@ -1,4 +1,4 @@
-#include "kvindex/status.h"
+#include "kvindex/core/status.h"
 
 #include <memory>
 

@@ -20,10 +20,10 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "kvindex/capture.h"
-#include "kvindex/capture_replay.h"
-#include "kvindex/event_codec.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/ingest/capture_replay.h"
 #include "test_util.h"
 
 extern char** environ;

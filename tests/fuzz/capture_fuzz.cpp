@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kvindex/capture.h"
+#include "kvindex/files/capture.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto* bytes = reinterpret_cast<const std::byte*>(data);

@@ -26,7 +26,7 @@
 #include <memory>
 #include <vector>
 
-#include "kvindex/event_codec.h"
+#include "kvindex/codec/event_codec.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/http/query_server.h"
-#include "kvindex/prefix_index.h"
+#include "kvindex/index/prefix_index.h"
 #include "http_world.h"
 
 namespace {

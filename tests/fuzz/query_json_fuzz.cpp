@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "kvindex/query_json.h"
+#include "kvindex/query/query_json.h"
 #include "query_json_diff.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvindex/request_trace.h"
+#include "kvindex/files/request_trace.h"
 
 namespace {
 

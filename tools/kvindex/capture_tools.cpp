@@ -2,7 +2,7 @@
 
 #include <variant>
 
-#include "kvindex/source_counters.h"
+#include "kvindex/ingest/source_counters.h"
 #include "report.h"
 
 namespace kvindex::cli {

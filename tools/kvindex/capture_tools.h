@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/capture.h"
-#include "kvindex/capture_replay.h"
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/status.h"
+#include "kvindex/core/status.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/capture_replay.h"
+#include "kvindex/ingest/ingest.h"
 
 namespace kvindex::cli {
 

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kvindex/status.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex::cli {
 

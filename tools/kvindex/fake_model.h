@@ -24,8 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/block_hash.h"
-#include "kvindex/event.h"
+#include "kvindex/core/block_hash.h"
+#include "kvindex/core/event.h"
 
 namespace kvindex::cli {
 

@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kvindex/block_hash.h"
-#include "kvindex/event.h"
-#include "kvindex/status.h"
+#include "kvindex/core/block_hash.h"
+#include "kvindex/core/event.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex::cli {
 

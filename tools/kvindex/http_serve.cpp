@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "kvindex/ingest.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/ingest/ingest.h"
 #include "live.h"
 
 namespace kvindex::cli {

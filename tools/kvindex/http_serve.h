@@ -10,10 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
 #include "kvindex/http/query_server.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/source.h"
-#include "kvindex/status.h"
+#include "kvindex/index/prefix_index.h"
 #include "kvindex/zmq/subscriber.h"
 
 namespace kvindex::cli {

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/source_spec.h"
 
 namespace kvindex::cli {
 

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/source.h"
-#include "kvindex/source_counters.h"
-#include "kvindex/status.h"
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
+#include "kvindex/ingest/source_counters.h"
 #include "kvindex/zmq/subscriber.h"
 
 namespace kvindex::cli {

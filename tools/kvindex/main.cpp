@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "kvindex/log.h"
-#include "kvindex/version.h"
+#include "kvindex/core/log.h"
+#include "kvindex/core/version.h"
 
 int main(int argc, char** argv) {
   using kvindex::cli::CommandOutcome;

@@ -27,12 +27,12 @@
 #include "commands.h"
 #include "fake_model.h"
 #include "fake_workload.h"
-#include "kvindex/capture.h"
-#include "kvindex/event_codec.h"
-#include "kvindex/framing.h"
-#include "kvindex/log.h"
-#include "kvindex/source.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/framing.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/core/log.h"
+#include "kvindex/core/source.h"
+#include "kvindex/files/capture.h"
 #include "kvindex/zmq/publisher.h"
 
 namespace kvindex::cli {

@@ -18,8 +18,8 @@
 
 #include "capture_tools.h"
 #include "commands.h"
-#include "kvindex/match_explain.h"
-#include "kvindex/query_json.h"
+#include "kvindex/query/match_explain.h"
+#include "kvindex/query/query_json.h"
 #include "report.h"
 
 namespace kvindex::cli {

@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "kvindex/capture.h"
+#include "kvindex/files/capture.h"
 #include "kvindex/zmq/subscriber.h"
 #include "live.h"
 

@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "kvindex/request_trace.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/files/request_trace.h"
 #include "kvindex/sim/simulator.h"
-#include "kvindex/capture.h"
 #include "plot.h"
 #include "replay_capture.h"
 #include "report.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capture_tools.h"
-#include "kvindex/query_json.h"
+#include "kvindex/query/query_json.h"
 #include "report.h"
 #include "trace_export.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kvindex/status.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex::cli {
 

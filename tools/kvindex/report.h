@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/status.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex::cli {
 

@@ -9,8 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "kvindex/capture.h"
-#include "kvindex/prefix_index.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/index/prefix_index.h"
 #include "kvindex/zmq/subscriber.h"
 #include "http_serve.h"
 #include "live.h"

@@ -6,8 +6,8 @@
 #include <span>
 #include <variant>
 
-#include "kvindex/block_hash.h"
-#include "kvindex/ingest.h"
+#include "kvindex/core/block_hash.h"
+#include "kvindex/ingest/ingest.h"
 #include "report.h"
 
 namespace kvindex::cli {

@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/event.h"
-#include "kvindex/source.h"
-#include "kvindex/status.h"
+#include "kvindex/core/event.h"
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex::cli {
 

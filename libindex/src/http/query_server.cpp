@@ -18,9 +18,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "kvindex/match_explain.h"
-#include "kvindex/query_json.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/query/match_explain.h"
+#include "kvindex/query/query_json.h"
 
 namespace kvindex {
 namespace {

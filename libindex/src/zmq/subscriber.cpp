@@ -15,9 +15,9 @@
 
 #include <zmq.hpp>
 
-#include "kvindex/capture_replay.h"
-#include "kvindex/log.h"
-#include "kvindex/source_spec.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/core/log.h"
+#include "kvindex/ingest/capture_replay.h"
 
 namespace kvindex {
 namespace {

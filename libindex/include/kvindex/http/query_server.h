@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/source.h"
-#include "kvindex/source_counters.h"
-#include "kvindex/status.h"
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/ingest.h"
+#include "kvindex/ingest/source_counters.h"
 
 namespace kvindex {
 

@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kvindex/request_trace.h"
+#include "kvindex/core/status.h"
+#include "kvindex/files/request_trace.h"
 #include "kvindex/sim/block_cache.h"
-#include "kvindex/status.h"
 
 namespace kvindex::sim {
 

@@ -26,8 +26,8 @@
 #include <span>
 #include <string>
 
-#include "kvindex/framing.h"
-#include "kvindex/status.h"
+#include "kvindex/codec/framing.h"
+#include "kvindex/core/status.h"
 
 namespace kvindex {
 

@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "kvindex/capture.h"
-#include "kvindex/ingest.h"
-#include "kvindex/prefix_index.h"
-#include "kvindex/sequencer.h"
-#include "kvindex/source.h"
-#include "kvindex/status.h"
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/ingest.h"
+#include "kvindex/ingest/sequencer.h"
 
 namespace kvindex {
 

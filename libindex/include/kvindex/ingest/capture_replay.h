@@ -1,0 +1,69 @@
+// Applying a capture: every record of a CaptureReader through an Ingestor, exactly as the live
+// subscriber saw it (SPEC §5). Source definitions define sources (capture source ids are mapped to
+// the ingestor's), live messages and replay replies go through the sequence rules, and a recorded
+// `timeout` gives up where the live subscriber gave up waiting, so the offline state equals the
+// live state at every point of the capture.
+//
+// Thread safety: one thread.
+#ifndef KVINDEX_INGEST_CAPTURE_REPLAY_H_
+#define KVINDEX_INGEST_CAPTURE_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "kvindex/core/status.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/ingest/ingest.h"
+
+namespace kvindex {
+
+struct CaptureReplayStats {
+  uint64_t records = 0;
+  uint64_t definitions = 0;
+  uint64_t messages = 0;
+  uint64_t replayed = 0;
+  // Observations as the live subscriber recorded them (the replay recomputes its own counts).
+  uint64_t recorded_gaps = 0;
+  uint64_t recorded_lost = 0;  // batches
+  uint64_t recorded_restarts = 0;
+  uint64_t recorded_malformed = 0;
+  uint64_t recorded_timeouts = 0;
+  uint64_t notes = 0;
+  uint64_t conflicting_definitions = 0;  // a source id redefined differently (the first wins)
+  uint64_t unknown_source_records = 0;   // records of a source id never defined (skipped)
+};
+
+class CaptureReplayer {
+ public:
+  // `ingestor` must outlive the replayer.
+  explicit CaptureReplayer(Ingestor& ingestor) : ingestor_(ingestor) {}
+
+  // Applies one record. Fails only when a source definition cannot be parsed or added (the
+  // record's offset is named); everything else is counted.
+  Status Apply(const CaptureRecord& record);
+  // The same for a borrowed record (CaptureReader::NextView()).
+  Status Apply(const CaptureRecordView& record);
+
+  // Applies every record of `reader`. `after_record`, when set, is called after each record (for
+  // queries answered at a position). Stops at the first failed Apply().
+  Status ApplyAll(CaptureReader& reader,
+                  const std::function<void(const CaptureRecord&)>& after_record = {});
+
+  // The ingestor source of a capture source id, if defined.
+  std::optional<SourceId> Source(SourceId capture_source) const;
+  const CaptureReplayStats& stats() const { return stats_; }
+
+ private:
+  Ingestor& ingestor_;
+  std::unordered_map<uint32_t, std::pair<SourceId, std::string>> sources_;
+  // The ingestor source of each small capture source id (the per-record lookup), -1 = undefined.
+  std::vector<int64_t> dense_;
+  CaptureReplayStats stats_;
+  CaptureRecordView view_;  // Apply(const CaptureRecord&)'s view of its record
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_INGEST_CAPTURE_REPLAY_H_

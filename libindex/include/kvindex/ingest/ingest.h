@@ -1,0 +1,123 @@
+// Ingestor: one source's messages -> sequence rules -> decoded batches -> the index. The same
+// object serves the live subscriber (frames from ZeroMQ), `record` (no index: it only needs the
+// observations) and capture replay (frames from a capture), so offline state equals live state.
+//
+// Per message: the frame count and sequence frame are checked (a bad shape is counted as a frame
+// error and skipped: its sequence is unknown); the payload is decoded with the source's format as
+// a hint (an envelope that does not decode is a hole for its sequence, SourceSequencer); decoded
+// batches go through the source's SourceSequencer and are applied to the index in sequence order.
+// A publisher restart clears the source in the index. Replay requests the sequencer makes are
+// handed to the observer (the live subscriber sends them on its DEALER; offline they are ignored).
+//
+// Thread safety: one thread (the writer of the index) calls everything.
+#ifndef KVINDEX_INGEST_INGEST_H_
+#define KVINDEX_INGEST_INGEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvindex/codec/framing.h"
+#include "kvindex/core/event.h"
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/sequencer.h"
+
+namespace kvindex {
+
+// Everything counted per source.
+struct SourceCounters {
+  SequencerCounters sequence;       // received, applied, duplicates, gaps, recovered, lost, ...
+  uint64_t frame_errors = 0;        // live messages whose frames were not [topic, seq8, payload]
+  uint64_t replay_frame_errors = 0;  // replay replies of no known layout
+  uint64_t event_errors = 0;        // events that failed alone inside good batches
+  uint64_t events = 0;              // events applied
+  ApplyResult index;                // what the index did with the applied batches
+};
+
+// What the ingestor tells its owner. Every method has an empty default.
+class IngestObserver {
+ public:
+  virtual ~IngestObserver() = default;
+  // A batch was applied (after the index applied it, when there is an index).
+  virtual void OnApplied(SourceId /*source*/, uint64_t /*seq*/, int64_t /*recv_ns*/,
+                         const EventBatch& /*batch*/) {}
+  // The sequencer wants batches from `from_seq` on (send a replay request).
+  virtual void OnReplayRequest(SourceId /*source*/, uint64_t /*from_seq*/) {}
+  virtual void OnGap(SourceId /*source*/, uint64_t /*expected*/, uint64_t /*received*/) {}
+  virtual void OnLost(SourceId /*source*/, uint64_t /*first_seq*/, uint64_t /*count*/) {}
+  virtual void OnRestart(SourceId /*source*/, uint64_t /*previous*/, uint64_t /*seq*/) {}
+  // Applying batch `seq` left `orphans` blocks unindexed (their parent is unknown): the live
+  // subscriber may call StartOrphanReplay() once the current call has returned (SPEC §3).
+  virtual void OnOrphans(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*orphans*/) {}
+  // A live message that could not be used, and why (frame shape or payload).
+  virtual void OnMalformed(SourceId /*source*/, const Status& /*why*/) {}
+};
+
+class Ingestor {
+ public:
+  // `index` may be null (record: observations only). Both must outlive the ingestor.
+  explicit Ingestor(PrefixIndex* index, IngestObserver* observer = nullptr,
+                    SequencerOptions options = {});
+  ~Ingestor();
+  Ingestor(const Ingestor&) = delete;
+  Ingestor& operator=(const Ingestor&) = delete;
+
+  // Defines a source (and adds it to the index). Fails as PrefixIndex::AddSource does.
+  Result<SourceId> AddSource(const SourceConfig& config);
+
+  // A live message as received: `[topic, seq8, payload]`.
+  void OnMessage(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
+  // A message received on the source's replay (DEALER) socket, in any reply layout.
+  void OnReplayReply(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
+  // The same with borrowed frames (capture replay reads them in place); used only during the call.
+  void OnMessage(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
+  void OnReplayReply(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
+  // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
+  void StartBackfill(SourceId source);
+  // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
+  void GiveUp(SourceId source);
+  // Asks the source for its whole ring again because a batch had orphans (SourceSequencer::
+  // StartOrphanReplay: replayed batches already applied are applied again, live ones wait).
+  // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
+  // first batch. Offline: a capture's `orphan-replay` note (docs/capture-format.md).
+  bool StartOrphanReplay(SourceId source);
+
+  bool replay_outstanding(SourceId source) const;
+  bool waiting(SourceId source) const;
+  const SourceCounters& counters(SourceId source) const;
+  const SourceConfig& config(SourceId source) const;
+  size_t source_count() const;
+
+ private:
+  struct Source;
+  struct SinkAdapter;
+  struct Pending;
+  std::unique_ptr<Pending> TakePending();
+  void Recycle(std::unique_ptr<Pending>&& pending);
+  Source& At(SourceId source);
+  const Source& At(SourceId source) const;
+  void OnParsedMessage(SourceId id, const Result<EventMessageView>& message, int64_t recv_ns);
+  void OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns);
+  void Feed(Source& source, uint64_t seq, std::span<const std::byte> payload, int64_t recv_ns,
+            bool replayed);
+
+  PrefixIndex* index_;
+  IngestObserver* observer_;
+  SequencerOptions options_;
+  std::vector<std::unique_ptr<Source>> sources_;
+  // Decoded batches kept for reuse: each message is decoded into one of these
+  // (DecodeEventBatchInto), so steady ingest allocates nothing per batch.
+  std::vector<std::unique_ptr<Pending>> pool_;
+};
+
+// The display name of a source: its instance, plus "/dp<r>" when it has a DP rank label
+// ("vllm-0", "vllm-0/dp1"). Used by --dump, --queries `after` and the HTTP /instances view.
+std::string SourceDisplayName(const SourceConfig& config);
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_INGEST_INGEST_H_

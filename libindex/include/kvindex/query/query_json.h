@@ -1,0 +1,78 @@
+// The JSON of a query (SPEC §4): request bodies of /query, /query_by_hash and /cache as the HTTP
+// server, `replay --queries` and `query` read them, and the /query answer shape they all print.
+//
+//   /query          {model, token_ids, lora_name?, lora_id?, tenant_id?, cache_salt?,
+//                    instance_id?, instances?, block_size?}
+//   /query_by_hash  {model, block_hash: [engine hashes] | seq_hashes: [prefix hashes], ...}
+//   /cache          {instances, token_ids, model_name, lora_id}   (the upstream proxy's body)
+//   answer          {"data": {"<tenant>": {"<instance>": {"longest_matched": n, "GPU": n,
+//                    "CPU": n, "DISK": n, "DP": {"<rank>": n}}}}}   (other tiers as own keys)
+//
+// Thread safety: pure functions.
+#ifndef KVINDEX_QUERY_QUERY_JSON_H_
+#define KVINDEX_QUERY_QUERY_JSON_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvindex/core/block_hash.h"
+#include "kvindex/core/status.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/index/prefix_match.h"
+
+namespace kvindex {
+
+// Request limits (SPEC §4).
+inline constexpr size_t kMaxQueryBodyBytes = size_t{16} << 20;  // 16 MiB
+inline constexpr size_t kMaxQueryTokens = size_t{1} << 20;      // 1 M token ids (or hashes)
+
+enum class QueryKind : uint8_t { kTokens, kEngineHashes, kPrefixHashes };
+
+struct QueryRequest {
+  QueryKind kind = QueryKind::kTokens;
+  MatchQuery match;  // tenant, model, lora, salt, block size, instances
+  std::vector<TokenId> tokens;
+  std::vector<EngineHash> engine_hashes;
+  std::vector<PrefixHash> prefix_hashes;
+  // `"explain": true`: also say why each instance matched nothing (match_explain.h).
+  bool explain = false;
+};
+
+// Parses a /query or /query_by_hash body (whichever keys it has: `token_ids`, `block_hash` or
+// `seq_hashes`). Errors are kInvalidArgument (a 400) with one line naming the field: bad JSON,
+// a missing or mistyped field, a token id outside u32, block_size 0, lora_id together with
+// lora_name, more than kMaxQueryTokens ids. kLimitExceeded (a 413) for a body over
+// kMaxQueryBodyBytes. `tenant_id` and `cache_salt` may be strings or integers; `explain` a boolean.
+Result<QueryRequest> ParseQueryRequest(std::string_view body);
+
+// Parses the upstream proxy's /cache body: {"instances": [...], "token_ids": [...],
+// "model_name": ..., "lora_id": ...}. Same errors.
+Result<QueryRequest> ParseCacheRequest(std::string_view body);
+
+// The reference implementations behind ParseQueryRequest and RenderQueryAnswer, over a full
+// nlohmann::json DOM. ParseQueryRequest scans the common body shape directly (one pass, no DOM)
+// and hands every other body, each error included, to ParseQueryRequestWithDom; RenderQueryAnswer
+// writes the common answer directly and hands the rest to RenderQueryAnswerWithDom. Both pairs
+// give byte-identical results (tests/query_json_diff_test.cpp, the query_json fuzz target); the
+// *WithDom forms are public for those checks and for benches.
+Result<QueryRequest> ParseQueryRequestWithDom(std::string_view body);
+std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
+                                     bool conductor_compat = false);
+
+// Answers `request` from `index` with the Match* call its kind names (any thread, as Match*).
+Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request);
+
+// Renders the /query answer: {"data": {"<tenant>": {...}}}, or {"data": {}} when `match` has no
+// instance (an unknown model or scope). With `conductor_compat`, without the "data" wrapper, as
+// the upstream Go conductor answers.
+std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
+                              bool conductor_compat = false);
+
+// Renders the /cache answer: {"HitStatus": {"<instance>": longest_matched}}.
+std::string RenderCacheAnswer(const PrefixMatch& match);
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_QUERY_QUERY_JSON_H_

@@ -1,0 +1,139 @@
+#include "kvindex/ingest/capture_replay.h"
+
+#include "kvindex/codec/source_spec.h"
+
+namespace kvindex {
+namespace {
+
+// Capture source ids below this are looked up in a vector (they are small in practice).
+constexpr uint32_t kDenseIds = 4096;
+
+}  // namespace
+
+std::optional<SourceId> CaptureReplayer::Source(SourceId capture_source) const {
+  const auto it = sources_.find(capture_source.value);
+  if (it == sources_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+Status CaptureReplayer::Apply(const CaptureRecord& record) {
+  view_.type = record.type;
+  view_.flags = record.flags;
+  view_.recv_ns = record.recv_ns;
+  view_.source = record.source;
+  view_.body = record.body;
+  view_.frames.assign(record.frames.begin(), record.frames.end());
+  view_.file_index = record.file_index;
+  view_.offset = record.offset;
+  return Apply(view_);
+}
+
+Status CaptureReplayer::Apply(const CaptureRecordView& record) {
+  ++stats_.records;
+  if (record.type == CaptureRecordType::kSourceDefinition) {
+    ++stats_.definitions;
+    const std::string json(record.text());
+    const auto known = sources_.find(record.source.value);
+    if (known != sources_.end()) {
+      // Rotated files repeat definitions; a different one is kept out (the first wins).
+      if (known->second.second != json) ++stats_.conflicting_definitions;
+      return Status::Ok();
+    }
+    auto config = SourceConfigFromJson(json);
+    if (!config.ok()) {
+      return config.status().WithContext("record at byte " + std::to_string(record.offset));
+    }
+    auto id = ingestor_.AddSource(*config);
+    if (!id.ok()) return id.status().WithContext("record at byte " + std::to_string(record.offset));
+    sources_.emplace(record.source.value, std::make_pair(*id, json));
+    if (record.source.value < kDenseIds) {
+      if (dense_.size() <= record.source.value) dense_.resize(record.source.value + 1, -1);
+      dense_[record.source.value] = id->value;
+    }
+    return Status::Ok();
+  }
+  if (record.type == CaptureRecordType::kNote) {
+    ++stats_.notes;
+    // The live subscriber asked this source for its ring before any live batch: so does the
+    // replay, or the backfilled batches would read as late replies (docs/capture-format.md).
+    if (record.text() == "backfill") {
+      const auto it = sources_.find(record.source.value);
+      if (it != sources_.end()) ingestor_.StartBackfill(it->second.first);
+    }
+    // ... and asked for its ring again because a batch had orphans (a decision that depends on
+    // the clock): the replayed batches that follow are applied as live applied them.
+    if (record.text() == "orphan-replay") {
+      const auto it = sources_.find(record.source.value);
+      if (it != sources_.end()) ingestor_.StartOrphanReplay(it->second.first);
+    }
+    return Status::Ok();
+  }
+  SourceId source;
+  if (record.source.value < dense_.size() && dense_[record.source.value] >= 0) {
+    source = SourceId{static_cast<uint32_t>(dense_[record.source.value])};
+  } else {
+    const auto it = sources_.find(record.source.value);
+    if (it == sources_.end()) {
+      ++stats_.unknown_source_records;
+      return Status::Ok();
+    }
+    source = it->second.first;
+  }
+  switch (record.type) {
+    case CaptureRecordType::kMessage:
+      ++stats_.messages;
+      ingestor_.OnMessage(source, record.frames, record.recv_ns);
+      break;
+    case CaptureRecordType::kReplayed:
+      ++stats_.replayed;
+      ingestor_.OnReplayReply(source, record.frames, record.recv_ns);
+      break;
+    case CaptureRecordType::kTimeout:
+      // The live subscriber stopped waiting for a replay here: so does the replay. (Losses found
+      // from the replay's own content are recomputed; kLost records are informational.)
+      ++stats_.recorded_timeouts;
+      ingestor_.GiveUp(source);
+      break;
+    case CaptureRecordType::kLost:
+      stats_.recorded_lost += record.second();
+      break;
+    case CaptureRecordType::kGap:
+      ++stats_.recorded_gaps;
+      break;
+    case CaptureRecordType::kRestart:
+      ++stats_.recorded_restarts;
+      break;
+    case CaptureRecordType::kMalformed:
+      ++stats_.recorded_malformed;
+      break;
+    case CaptureRecordType::kSourceDefinition:
+    case CaptureRecordType::kNote:
+      break;
+  }
+  return Status::Ok();
+}
+
+Status CaptureReplayer::ApplyAll(CaptureReader& reader,
+                                 const std::function<void(const CaptureRecord&)>& after_record) {
+  const auto failed = [&reader](const Status& status, size_t file_index) {
+    return status.WithContext(reader.paths()[file_index]);
+  };
+  if (after_record) {
+    CaptureRecord record;
+    while (reader.Next(record)) {
+      const Status status = Apply(record);
+      if (!status.ok()) return failed(status, record.file_index);
+      after_record(record);
+    }
+    return reader.io_status();
+  }
+  // No callback: records are applied where the reader holds them (no copy).
+  CaptureRecordView record;
+  while (reader.NextView(record)) {
+    const Status status = Apply(record);
+    if (!status.ok()) return failed(status, record.file_index);
+  }
+  return reader.io_status();
+}
+
+}  // namespace kvindex

@@ -1,0 +1,235 @@
+#include "kvindex/ingest/ingest.h"
+
+#include <cassert>
+
+#include "kvindex/codec/event_codec.h"
+
+namespace kvindex {
+namespace {
+
+FormatHint HintFor(const SourceConfig& config) {
+  if (config.format == "vllm") return FormatHint::kVllm;
+  if (config.format == "sglang") return FormatHint::kSglang;
+  if (config.format == "mooncake") return FormatHint::kMooncake;
+  return FormatHint::kAuto;
+}
+
+// Batches kept for reuse (their vectors keep their capacity), and the largest one kept: a batch
+// of more events than this is freed rather than pooled, so a burst of huge batches does not pin
+// its memory.
+constexpr size_t kPoolSize = 64;
+constexpr size_t kPooledEventsMax = 4096;
+
+}  // namespace
+
+// A decoded batch waiting in the sequencer, with when it arrived.
+struct Ingestor::Pending {
+  EventBatch batch;
+  int64_t recv_ns = 0;
+};
+
+std::string SourceDisplayName(const SourceConfig& config) {
+  if (!config.dp_rank) return config.name;
+  return config.name + "/dp" + std::to_string(*config.dp_rank);
+}
+
+struct Ingestor::Source {
+  SourceId id;
+  SourceId index_id;
+  SourceConfig config;
+  FormatHint hint = FormatHint::kAuto;
+  SourceSequencer<std::unique_ptr<Pending>> sequencer;
+  SourceCounters counters;
+  explicit Source(SequencerOptions options) : sequencer(options) {}
+};
+
+// Turns the sequencer's decisions into index operations and observations.
+struct Ingestor::SinkAdapter {
+  Ingestor& self;
+  Source& source;
+  void Apply(uint64_t seq, std::unique_ptr<Pending>&& pending) {
+    ApplyToIndex(seq, *pending);
+    source.counters.events += pending->batch.events.size();
+    source.counters.event_errors += pending->batch.errors.size();
+    if (self.observer_ != nullptr) {
+      self.observer_->OnApplied(source.id, seq, pending->recv_ns, pending->batch);
+    }
+    self.Recycle(std::move(pending));
+  }
+  // An orphan replay applies a batch again: only the index sees it (counts and observers saw it
+  // the first time).
+  void Reapply(uint64_t seq, std::unique_ptr<Pending>&& pending) {
+    ApplyToIndex(seq, *pending);
+    self.Recycle(std::move(pending));
+  }
+  void ApplyToIndex(uint64_t seq, const Pending& pending) {
+    if (self.index_ == nullptr) return;
+    auto result = self.index_->Apply(source.index_id, pending.batch);
+    if (!result.ok()) return;
+    source.counters.index += *result;
+    if (result->replay_wanted() && self.observer_ != nullptr) {
+      self.observer_->OnOrphans(source.id, seq, result->orphans);
+    }
+  }
+  void Clear() {
+    if (self.index_ != nullptr) {
+      auto result = self.index_->ClearSource(source.index_id);
+      if (result.ok()) source.counters.index += *result;
+    }
+  }
+  void RequestReplay(uint64_t from) {
+    if (self.observer_ != nullptr) self.observer_->OnReplayRequest(source.id, from);
+  }
+  void Lost(uint64_t first, uint64_t count) {
+    if (self.observer_ != nullptr) self.observer_->OnLost(source.id, first, count);
+  }
+};
+
+Ingestor::Ingestor(PrefixIndex* index, IngestObserver* observer, SequencerOptions options)
+    : index_(index), observer_(observer), options_(options) {}
+
+Ingestor::~Ingestor() = default;
+
+Result<SourceId> Ingestor::AddSource(const SourceConfig& config) {
+  auto source = std::make_unique<Source>(options_);
+  source->id = SourceId{static_cast<uint32_t>(sources_.size())};
+  source->config = config;
+  source->hint = HintFor(config);
+  if (index_ != nullptr) {
+    KVINDEX_ASSIGN_OR_RETURN(source->index_id, index_->AddSource(config));
+  }
+  sources_.push_back(std::move(source));
+  return sources_.back()->id;
+}
+
+Ingestor::Source& Ingestor::At(SourceId source) {
+  assert(source.value < sources_.size());
+  return *sources_[source.value];
+}
+const Ingestor::Source& Ingestor::At(SourceId source) const {
+  assert(source.value < sources_.size());
+  return *sources_[source.value];
+}
+
+void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
+                    int64_t recv_ns, bool replayed) {
+  SinkAdapter sink{*this, source};
+  const SequencerCounters before = source.sequencer.counters();
+  const std::optional<uint64_t> previous = source.sequencer.watermark();
+  std::optional<std::unique_ptr<Pending>> pending;
+  std::unique_ptr<Pending> batch = TakePending();
+  const Status decoded = DecodeEventBatchInto(payload, batch->batch, source.hint);
+  if (decoded.ok()) {
+    batch->recv_ns = recv_ns;
+    pending.emplace(std::move(batch));
+  } else {
+    Recycle(std::move(batch));
+    if (observer_ != nullptr) {
+      observer_->OnMalformed(source.id, decoded.WithContext((replayed ? "replayed seq " : "seq ") +
+                                                            std::to_string(seq)));
+    }
+  }
+  if (replayed) {
+    source.sequencer.OnReplayed(seq, std::move(pending), sink);
+  } else {
+    source.sequencer.OnLive(seq, std::move(pending), sink);
+  }
+  const SequencerCounters& after = source.sequencer.counters();
+  if (observer_ != nullptr) {
+    if (after.gaps != before.gaps) {
+      observer_->OnGap(source.id, previous ? *previous + 1 : 0, seq);
+    }
+    if (after.restarts != before.restarts) {
+      observer_->OnRestart(source.id, previous.value_or(0), seq);
+    }
+  }
+  source.counters.sequence = after;
+}
+
+void Ingestor::OnMessage(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  OnParsedMessage(id, ParseEventMessage(frames), recv_ns);
+}
+void Ingestor::OnMessage(SourceId id, std::span<const FrameView> frames, int64_t recv_ns) {
+  OnParsedMessage(id, ParseEventMessage(frames), recv_ns);
+}
+
+void Ingestor::OnParsedMessage(SourceId id, const Result<EventMessageView>& message,
+                               int64_t recv_ns) {
+  Source& source = At(id);
+  if (!message.ok()) {
+    ++source.counters.frame_errors;
+    if (observer_ != nullptr) observer_->OnMalformed(id, message.status());
+    return;
+  }
+  Feed(source, message->seq, message->payload, recv_ns, /*replayed=*/false);
+}
+
+void Ingestor::OnReplayReply(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
+  OnParsedReply(id, ParseReplayReply(frames), recv_ns);
+}
+void Ingestor::OnReplayReply(SourceId id, std::span<const FrameView> frames, int64_t recv_ns) {
+  OnParsedReply(id, ParseReplayReply(frames), recv_ns);
+}
+
+void Ingestor::OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns) {
+  Source& source = At(id);
+  if (!reply.ok()) {
+    ++source.counters.replay_frame_errors;
+    if (observer_ != nullptr) observer_->OnMalformed(id, reply.status().WithContext("replay reply"));
+    return;
+  }
+  if (reply->kind == ReplayReply::Kind::kEnd) {
+    SinkAdapter sink{*this, source};
+    source.sequencer.OnReplayEnd(sink);
+    source.counters.sequence = source.sequencer.counters();
+    return;
+  }
+  Feed(source, reply->seq, reply->payload, recv_ns, /*replayed=*/true);
+}
+
+void Ingestor::StartBackfill(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  source.sequencer.StartBackfill(sink);
+  source.counters.sequence = source.sequencer.counters();
+}
+
+bool Ingestor::StartOrphanReplay(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  const bool started = source.sequencer.StartOrphanReplay(sink);
+  source.counters.sequence = source.sequencer.counters();
+  return started;
+}
+
+std::unique_ptr<Ingestor::Pending> Ingestor::TakePending() {
+  if (pool_.empty()) return std::make_unique<Pending>();
+  std::unique_ptr<Pending> pending = std::move(pool_.back());
+  pool_.pop_back();
+  return pending;
+}
+
+void Ingestor::Recycle(std::unique_ptr<Pending>&& pending) {
+  if (pool_.size() >= kPoolSize || pending->batch.events.capacity() > kPooledEventsMax) {
+    pending.reset();
+    return;
+  }
+  pool_.push_back(std::move(pending));
+}
+
+void Ingestor::GiveUp(SourceId id) {
+  Source& source = At(id);
+  SinkAdapter sink{*this, source};
+  source.sequencer.GiveUp(sink);
+  source.counters.sequence = source.sequencer.counters();
+}
+
+bool Ingestor::replay_outstanding(SourceId source) const {
+  return At(source).sequencer.replay_outstanding();
+}
+bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
+const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }
+size_t Ingestor::source_count() const { return sources_.size(); }
+
+}  // namespace kvindex

@@ -1,0 +1,262 @@
+#include "kvindex/query/match_explain.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace kvindex {
+namespace {
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string Quoted(const std::string& value) { return "'" + value + "'"; }
+
+class Explainer {
+ public:
+  Explainer(const PrefixIndex& index, const QueryRequest& request,
+            std::span<const SourceConfig> sources)
+      : index_(index), request_(request), sources_(sources), scopes_(index.scopes()) {}
+
+  // The answer for `instance` alone under `query` (nullptr when the index leaves it out).
+  Result<std::optional<InstanceMatch>> Probe(MatchQuery query, const std::string& instance,
+                                             bool named = true) const {
+    query.instances.clear();
+    if (named) query.instances.push_back(instance);
+    Result<PrefixMatch> match =
+        request_.kind == QueryKind::kTokens ? index_.MatchTokens(query, request_.tokens)
+        : request_.kind == QueryKind::kEngineHashes
+            ? index_.MatchEngineHashes(query, request_.engine_hashes)
+            : index_.MatchPrefixHashes(query, request_.prefix_hashes);
+    if (!match.ok()) return match.status();
+    const InstanceMatch* found = match->Find(instance);
+    if (found == nullptr) return std::optional<InstanceMatch>();
+    return std::optional<InstanceMatch>(*found);
+  }
+
+  Result<MatchExplanation> Explain(const std::string& instance) const {
+    MatchExplanation out;
+    out.instance = instance;
+    const MatchQuery& asked = request_.match;
+    KVINDEX_ASSIGN_OR_RETURN(auto named, Probe(asked, instance));
+    if (!named) {
+      out.reason = "unknown-instance";
+      out.detail = "the index lists no instance " + Quoted(instance) +
+                   " (never seen, or unregistered)";
+      return out;
+    }
+    KVINDEX_ASSIGN_OR_RETURN(auto listed, Probe(asked, instance, /*named=*/false));
+    if (!listed) {
+      out.reason = "unknown-scope";
+      out.detail = "holds nothing of model " + Quoted(asked.model) + " for tenant " +
+                   Quoted(asked.tenant) + SourcesScopeText(instance);
+      return out;
+    }
+    MatchQuery query = asked;
+    if (asked.block_size) {
+      MatchQuery own = asked;
+      own.block_size.reset();
+      KVINDEX_ASSIGN_OR_RETURN(auto with_own, Probe(own, instance));
+      if (with_own && with_own->block_size != 0 && with_own->block_size != *asked.block_size) {
+        out.reason = "block-size";
+        out.detail = "the query's block_size is " + std::to_string(*asked.block_size) +
+                     " but the instance's blocks are " + std::to_string(with_own->block_size) +
+                     " tokens";
+        if (with_own->longest_matched > 0) {
+          out.detail += " (with " + std::to_string(with_own->block_size) + " it matches " +
+                        std::to_string(with_own->longest_matched) + " tokens)";
+        }
+        return out;
+      }
+    }
+    const uint32_t bs = named->block_size;
+    if (bs == 0) {
+      out.reason = "first-block-absent";
+      out.detail = "the instance has stored no block in this scope yet (no block size known)";
+      return out;
+    }
+    const size_t length = request_.kind == QueryKind::kTokens ? request_.tokens.size() / bs
+                          : request_.kind == QueryKind::kEngineHashes
+                              ? request_.engine_hashes.size()
+                              : request_.prefix_hashes.size();
+    if (length == 0) {
+      out.reason = "short-prompt";
+      out.detail = request_.kind == QueryKind::kTokens
+                       ? "the prompt has " + std::to_string(request_.tokens.size()) +
+                             " tokens, fewer than one block of " + std::to_string(bs)
+                       : std::string("the query gives no hash");
+      return out;
+    }
+    // Salt and LoRA: the query's value dropped, or a value a source of the instance configures.
+    KVINDEX_ASSIGN_OR_RETURN(bool scoped, TryScope(query, instance, out));
+    if (scoped) return out;
+    out.reason = "first-block-absent";
+    const std::string scope = " in scope tenant=" + asked.tenant + " model=" + asked.model +
+                              (asked.lora.empty() ? "" : " lora=" + asked.lora) +
+                              (asked.salt.empty() ? "" : " (salted)") +
+                              " block_size=" + std::to_string(bs);
+    switch (request_.kind) {
+      case QueryKind::kTokens:
+        out.detail = "the prompt's first block (tokens 0.." + std::to_string(bs - 1) +
+                     ") is not cached on the instance" + scope;
+        break;
+      case QueryKind::kEngineHashes:
+        out.detail = "block_hash[0] = " + Hex(request_.engine_hashes.front().value) +
+                     " is not an engine hash the instance holds" + scope;
+        break;
+      case QueryKind::kPrefixHashes:
+        out.detail = "seq_hashes[0] = " + Hex(request_.prefix_hashes.front().value) +
+                     " is not cached on the instance" + scope;
+        break;
+    }
+    return out;
+  }
+
+ private:
+  // A value to try for the salt or the LoRA, and where it comes from (for the detail line).
+  struct Candidate {
+    std::string value;
+    const char* origin = "";
+  };
+
+  // Candidate values of one scope field: the query's own first, "" when the query set it, then
+  // every value a source of `instance` configures, then every value the stored events of the
+  // query's tenant and model carry (the index's scopes: a per-request cache_salt or LoRA that no
+  // source configures). Probing the instance with each keeps only values it really holds.
+  std::vector<Candidate> Candidates(const std::string& asked, const std::string& instance,
+                                    std::string SourceConfig::*configured,
+                                    std::string Scope::*carried) const {
+    std::vector<Candidate> out = {{asked, ""}};
+    auto add = [&out](const std::string& value, const char* origin) {
+      for (const Candidate& c : out) {
+        if (c.value == value) return;
+      }
+      out.push_back({value, origin});
+    };
+    if (!asked.empty()) add("", "");
+    for (const SourceConfig& s : sources_) {
+      if (Serves(s, instance)) add(s.*configured, "the instance's source configures it");
+    }
+    const MatchQuery& q = request_.match;
+    const size_t limit = out.size() + kMaxCarried;
+    for (const Scope& scope : scopes_) {
+      if (out.size() >= limit) break;  // per-request salts may be many: bound the probes
+      if (scope.tenant == q.tenant && scope.model == q.model && scope.group == q.group) {
+        add(scope.*carried, "stored events carry it");
+      }
+    }
+    return out;
+  }
+
+  // Re-asks with the salt and the LoRA replaced by candidates, one field changed before both.
+  // True (and `out` filled) when one of them matches.
+  Result<bool> TryScope(const MatchQuery& query, const std::string& instance,
+                        MatchExplanation& out) const {
+    const std::vector<Candidate> salts =
+        Candidates(query.salt, instance, &SourceConfig::salt, &Scope::salt);
+    const std::vector<Candidate> loras =
+        Candidates(query.lora, instance, &SourceConfig::lora, &Scope::lora);
+    for (int changes = 1; changes <= 2; ++changes) {
+      for (size_t si = 0; si < salts.size(); ++si) {
+        for (size_t li = 0; li < loras.size(); ++li) {
+          if ((si != 0) + (li != 0) != changes) continue;
+          MatchQuery other = query;
+          other.salt = salts[si].value;
+          other.lora = loras[li].value;
+          KVINDEX_ASSIGN_OR_RETURN(auto m, Probe(other, instance));
+          if (!m || m->longest_matched == 0) continue;
+          std::string how;
+          if (si != 0) {
+            out.reason = "salt";
+            how = salts[si].value.empty()
+                      ? "without the query's cache_salt"
+                      : "with cache_salt " + Quoted(salts[si].value) + " (" + salts[si].origin + ")";
+          }
+          if (li != 0) {
+            if (out.reason.empty()) out.reason = "lora";
+            how += std::string(how.empty() ? "" : " and ") +
+                   (loras[li].value.empty()
+                        ? "without the query's LoRA"
+                        : "with LoRA " + Quoted(loras[li].value) + " (" + loras[li].origin + ")");
+          }
+          out.detail = "the query's " + std::string(si != 0 ? "cache_salt" : "LoRA") +
+                       (si != 0 && li != 0 ? " and LoRA differ" : " differs") + "; " + how +
+                       " the prompt matches " + std::to_string(m->longest_matched) + " tokens";
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  static bool Serves(const SourceConfig& s, const std::string& instance) {
+    return s.name == instance ||
+           std::find(s.serves.begin(), s.serves.end(), instance) != s.serves.end();
+  }
+
+  // " (its sources: model 'x' tenant 'y'; ...)" from the source definitions, or "".
+  std::string SourcesScopeText(const std::string& instance) const {
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const SourceConfig& s : sources_) {
+      if (s.name == instance) seen.emplace(s.model, s.tenant);
+    }
+    if (seen.empty()) return "";
+    std::string text = " (its sources are configured for";
+    bool first = true;
+    for (const auto& [model, tenant] : seen) {
+      text += first ? " " : "; ";
+      first = false;
+      text += "model " + Quoted(model) + " tenant " + Quoted(tenant);
+    }
+    return text + ")";
+  }
+
+  const PrefixIndex& index_;
+  const QueryRequest& request_;
+  std::span<const SourceConfig> sources_;
+  std::vector<Scope> scopes_;  // every scope the index interned
+  // At most this many values per field are taken from the stored events' scopes (first seen
+  // first), so that an index of many per-request salts keeps an explanation to a bounded number
+  // of probes.
+  static constexpr size_t kMaxCarried = 64;
+};
+
+}  // namespace
+
+Result<std::vector<MatchExplanation>> ExplainMatch(const PrefixIndex& index,
+                                                   const QueryRequest& request,
+                                                   const PrefixMatch& match,
+                                                   std::span<const SourceConfig> sources) {
+  std::set<std::string> candidates;
+  if (!request.match.instances.empty()) {
+    candidates.insert(request.match.instances.begin(), request.match.instances.end());
+  } else {
+    for (const InstanceStats& s : index.stats().instances) candidates.insert(s.instance);
+    for (const SourceConfig& s : sources) candidates.insert(s.name);
+    for (const InstanceMatch& m : match.instances) candidates.emplace(m.instance);
+  }
+  const Explainer explainer(index, request, sources);
+  std::vector<MatchExplanation> out;
+  for (const std::string& instance : candidates) {
+    const InstanceMatch* found = match.Find(instance);
+    if (found != nullptr && found->longest_matched > 0) continue;
+    KVINDEX_ASSIGN_OR_RETURN(MatchExplanation why, explainer.Explain(instance));
+    out.push_back(std::move(why));
+  }
+  return out;
+}
+
+std::string RenderExplanations(const std::vector<MatchExplanation>& explanations) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const MatchExplanation& e : explanations) {
+    out[e.instance] = {{"reason", e.reason}, {"detail", e.detail}};
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace kvindex
