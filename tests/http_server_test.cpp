@@ -306,14 +306,5 @@ TEST_CASE("Stop() is graceful and idempotent; the port is released") {
   CHECK(again.ok());
 }
 
-TEST_CASE("ParseHttpAddress") {
-  CHECK(*ParseHttpAddress("127.0.0.1:13333") == std::make_pair(std::string("127.0.0.1"), uint16_t{13333}));
-  CHECK(*ParseHttpAddress(":80") == std::make_pair(std::string("0.0.0.0"), uint16_t{80}));
-  CHECK(*ParseHttpAddress("8080") == std::make_pair(std::string("127.0.0.1"), uint16_t{8080}));
-  CHECK(!ParseHttpAddress("host:").ok());
-  CHECK(!ParseHttpAddress("host:99999").ok());
-  CHECK(!ParseHttpAddress("host:http").ok());
-}
-
 }  // namespace
 }  // namespace kvindex

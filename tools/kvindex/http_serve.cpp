@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "kvindex/core/address.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/ingest/ingest.h"
 #include "live.h"
@@ -152,20 +153,20 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
     }
     return std::shared_ptr<HttpServing>();
   }
-  KVINDEX_ASSIGN_OR_RETURN(auto host_port, ParseHttpAddress(address));
+  KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
   // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
   serving->backend = std::make_unique<SubscriberBackend>(&index,
                                                          &subscriber, sources);
   QueryServerOptions server_options;
-  server_options.host = host_port.first;
-  server_options.port = host_port.second;
+  server_options.host = listen.host;
+  server_options.port = *listen.port;
   server_options.threads = options.threads;
   server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";
   KVINDEX_ASSIGN_OR_RETURN(serving->server,
                            QueryServer::Start(index, *serving->backend, server_options));
-  std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", host_port.first.c_str(),
+  std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", listen.host.c_str(),
                static_cast<unsigned>(serving->server->port()));
   return serving;
 }

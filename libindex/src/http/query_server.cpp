@@ -711,28 +711,4 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   return std::unique_ptr<QueryServer>(new QueryServer(std::move(impl)));
 }
 
-Result<std::pair<std::string, uint16_t>> ParseHttpAddress(const std::string& address) {
-  std::string host = "127.0.0.1";
-  std::string port_text = address;
-  const size_t colon = address.rfind(':');
-  if (colon != std::string::npos) {
-    host = address.substr(0, colon);
-    port_text = address.substr(colon + 1);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    if (host.empty()) host = "0.0.0.0";
-  }
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos) {
-    return Status::InvalidArgument("--http '" + address + "': expected HOST:PORT");
-  }
-  const unsigned long port = std::stoul(port_text);
-  if (port > 65535) {
-    return Status::InvalidArgument("--http '" + address + "': port " + port_text +
-                                   " is out of range");
-  }
-  return std::make_pair(host, static_cast<uint16_t>(port));
-}
-
 }  // namespace kvindex

@@ -116,9 +116,6 @@ class QueryServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Parses "HOST:PORT" (or ":PORT", or "PORT") for --http. kInvalidArgument on a bad value.
-Result<std::pair<std::string, uint16_t>> ParseHttpAddress(const std::string& address);
-
 }  // namespace kvindex
 
 #endif  // KVINDEX_HTTP_QUERY_SERVER_H_
