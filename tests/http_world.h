@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kvindex/http/query_server.h"
+#include "kvindex/query/server_backend.h"
 #include "prefix_index_builders.h"
 
 namespace kvindex::test {

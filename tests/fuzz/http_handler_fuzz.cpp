@@ -1,9 +1,10 @@
-// Fuzz target for the HTTP request handler (QueryServer::Handle, the function the server runs for
-// every request): any method, path and body give a JSON answer with a known status code, never a
-// crash, an exception or a hang. Input layout: the first line is "METHOD PATH", the rest is the
-// body. The index holds a few blocks (two instances, two DP ranks, GPU and CPU, block size 4) so
-// that queries walk real chains; a request that writes (/register, /unregister) runs against a
-// fresh copy so that one input cannot change what the next one sees.
+// Fuzz target for the HTTP request handler (QueryService::Handle, what the server runs for every
+// request, without the transport): any method, path and body give a JSON answer with a known
+// status code, never a crash, an exception or a hang. Input layout: the first line is
+// "METHOD PATH", the rest is the body. The index holds a few blocks (two instances, two DP
+// ranks, GPU and CPU, block size 4) so that queries walk real chains; a request that writes
+// (/register, /unregister) runs against a fresh copy so that one input cannot change what the
+// next one sees.
 //
 // Corpus (tests/fuzz/corpus/http_handler/): one real request for every endpoint — the bodies of
 // docs/http-api.md, the upstream proxy's /cache body, the upstream conductor's /register and
@@ -15,8 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvindex/http/query_server.h"
 #include "kvindex/index/prefix_index.h"
+#include "kvindex/query/query_service.h"
+#include "kvindex/query/server_backend.h"
 #include "http_world.h"
 
 namespace {
@@ -26,15 +28,10 @@ using namespace kvindex;
 struct World {
   PrefixIndex index;
   LocalBackend backend{&index};
-  std::unique_ptr<QueryServer> server;
+  QueryService service{index, backend};
 
   World() {
     if (!test::FillHttpWorld(backend).ok()) std::abort();
-    QueryServerOptions options;
-    options.listen = false;
-    auto started = QueryServer::Start(index, backend, options);
-    if (!started.ok()) std::abort();
-    server = std::move(*started);
   }
 };
 
@@ -56,9 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fresh = std::make_unique<World>();
     world = fresh.get();
   }
-  std::string out;
-  std::string content_type;
-  const int code = world->server->Handle(method, path, body, out, content_type);
+  const ServiceAnswer served = world->service.Handle(method, path, body);
+  const int code = served.status;
+  const std::string& out = served.body;
+  const std::string_view content_type = served.content_type;
   switch (code) {
     case 200: case 400: case 404: case 405: case 413: case 501: break;
     default: std::abort();

@@ -11,6 +11,7 @@
 #include "kvindex/core/address.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/ingest/ingest.h"
+#include "kvindex/query/server_backend.h"
 #include "live.h"
 
 namespace kvindex::cli {

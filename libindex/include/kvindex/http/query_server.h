@@ -1,79 +1,25 @@
-// QueryServer: the HTTP API of SPEC §4 over a live PrefixIndex (`subscribe --http HOST:PORT`).
+// QueryServer: serves a QueryService (query_service.h: the HTTP API of SPEC §4 over a live
+// PrefixIndex) over HTTP/1.1 (`subscribe --http HOST:PORT`). The server listens, runs the
+// connection threads and hands every request to the service; what each endpoint answers is the
+// service's. docs/http-api.md is the reference.
 //
-//   POST /query, /query_by_hash   the prefix match per instance (query_json.h shapes)
-//   POST /cache                   the upstream cache-aware proxy's {"HitStatus": {...}}
-//   POST /register, /unregister   the upstream conductor's bodies; unregister purges presence
-//   GET  /global_view, /instances, /metrics (Prometheus text), /healthz
+// Concurrency: requests run on the server's worker threads, each calling QueryService::Handle()
+// (safe at once); Start(), Stop() and the destructor belong to one owning thread.
 //
-// Every error is JSON {"error": "..."} with 400 (bad request), 404 (unknown path or instance),
-// 405 (wrong method), 413 (body over 16 MiB) or 501 (a backend that cannot add sources);
-// no request can crash the server. docs/http-api.md is the reference.
-//
-// Concurrency: queries run on the server's worker threads and read the PrefixIndex concurrently
-// with its single writer (prefix_index.h). Anything that writes (register, unregister) goes
-// through the ServerBackend, which runs it on the writer (or under the writer's rules) and waits.
-//
-// This header names no cpp-httplib type.
+// This header names no type of the HTTP library.
 #ifndef KVINDEX_HTTP_QUERY_SERVER_H_
 #define KVINDEX_HTTP_QUERY_SERVER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <span>
 #include <string>
-#include <vector>
 
-#include "kvindex/core/source.h"
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
-#include "kvindex/ingest/ingest.h"
-#include "kvindex/ingest/source_counters.h"
+#include "kvindex/query/server_backend.h"
 
 namespace kvindex {
-
-// What the server reports about one source (GET /instances, /metrics).
-struct ServedSource {
-  std::string name;  // display name ("vllm-0", "vllm-0/dp1")
-  SourceConfig config;
-  std::string state;  // "live", "backfilling", "unregistered", ...
-  SourceCounters counters;
-  TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
-};
-
-// What the process knows besides the index, and the writer-side operations.
-class ServerBackend {
- public:
-  virtual ~ServerBackend() = default;
-  // A snapshot of every source. Any thread.
-  virtual std::vector<ServedSource> Sources() const = 0;
-  // Adds the sources of one POST /register (one per DP rank) on the index's writer; blocks until
-  // done. All or nothing: on failure (a source already registered, an endpoint that cannot be
-  // opened) none of them is added or listed. kUnsupported when this process cannot add sources
-  // while running.
-  virtual Status Register(std::span<const SourceConfig> configs) = 0;
-  // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
-  // until done. kNotFound for an unknown instance.
-  virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
-};
-
-// A backend for a process whose writer is any thread holding `writer_mutex()` (tests, offline
-// serving): every writer call below and every HTTP writer operation take the mutex.
-class LocalBackend : public ServerBackend {
- public:
-  explicit LocalBackend(PrefixIndex* index) : index_(index) {}
-  Result<SourceId> AddSource(const SourceConfig& config);
-  Result<ApplyResult> Apply(SourceId source, const EventBatch& batch);
-
-  std::vector<ServedSource> Sources() const override;
-  Status Register(std::span<const SourceConfig> configs) override;
-  Result<ApplyResult> Unregister(const std::string& instance) override;
-
- private:
-  PrefixIndex* index_;
-  mutable std::mutex mutex_;
-  std::vector<ServedSource> sources_;  // by SourceId
-};
 
 struct QueryServerOptions {
   std::string host = "127.0.0.1";
@@ -84,7 +30,7 @@ struct QueryServerOptions {
   size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
   bool conductor_compat = false;
-  // false: bind nothing and start no thread; only Handle() answers (the fuzz target).
+  // false: bind nothing and start no thread; only Handle() answers.
   bool listen = true;
 };
 
@@ -104,8 +50,8 @@ class QueryServer {
   // Stops accepting, finishes the requests in flight, joins the threads. Idempotent.
   void Stop();
 
-  // Answers one request as the HTTP layer would (used by the server and the fuzz target):
-  // returns the status code and sets `body` and `content_type`.
+  // Answers one request as the server does (QueryService::Handle(), without the transport):
+  // returns the status code and sets `body` and `content_type`. Any thread.
   int Handle(const std::string& method, const std::string& path, const std::string& request_body,
              std::string& body, std::string& content_type);
 

@@ -1,0 +1,74 @@
+// ServerBackend: what a serving process knows besides the index (its sources, their state and
+// counters) and the writer-side operations a request may ask for (POST /register, /unregister).
+// QueryService (query_service.h) reads the index itself and goes through the backend for
+// everything else. LocalBackend is the backend of a process without an ingest thread (tests,
+// offline serving).
+//
+// Thread safety: every ServerBackend call may come from any serving thread at once; an
+// implementation runs writes on the index's writer (or under the writer's rules) and waits.
+#ifndef KVINDEX_QUERY_SERVER_BACKEND_H_
+#define KVINDEX_QUERY_SERVER_BACKEND_H_
+
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvindex/core/source.h"
+#include "kvindex/core/status.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/ingest.h"
+#include "kvindex/ingest/source_counters.h"
+
+namespace kvindex {
+
+// What the server reports about one source (GET /instances, /metrics).
+struct ServedSource {
+  std::string name;  // display name ("vllm-0", "vllm-0/dp1")
+  SourceConfig config;
+  std::string state;  // "live", "backfilling", "unregistered", ...
+  SourceCounters counters;
+  TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
+};
+
+// What the process knows besides the index, and the writer-side operations.
+class ServerBackend {
+ public:
+  virtual ~ServerBackend() = default;
+  // A snapshot of every source. Any thread.
+  virtual std::vector<ServedSource> Sources() const = 0;
+  // Adds the sources of one POST /register (one per DP rank) on the index's writer; blocks until
+  // done. All or nothing: on failure (a source already registered, an endpoint that cannot be
+  // opened) none of them is added or listed. kUnsupported when this process cannot add sources
+  // while running. `configs` is read during the call only.
+  virtual Status Register(std::span<const SourceConfig> configs) = 0;
+  // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
+  // until done. kNotFound for an unknown instance.
+  virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+};
+
+// A backend for a process whose writer is whichever thread calls it (tests, offline serving):
+// AddSource(), Apply() and the writer operations of requests each take one mutex, so they
+// serialise as the index's single writer requires.
+class LocalBackend : public ServerBackend {
+ public:
+  // `index` must outlive the backend.
+  explicit LocalBackend(PrefixIndex* index) : index_(index) {}
+  // Adds a source to the index and lists it as "live". Fails as PrefixIndex::AddSource.
+  Result<SourceId> AddSource(const SourceConfig& config);
+  // Applies `batch` to the index and counts it on the source. Fails as PrefixIndex::Apply.
+  Result<ApplyResult> Apply(SourceId source, const EventBatch& batch);
+
+  std::vector<ServedSource> Sources() const override;
+  Status Register(std::span<const SourceConfig> configs) override;
+  Result<ApplyResult> Unregister(const std::string& instance) override;
+
+ private:
+  PrefixIndex* index_;
+  mutable std::mutex mutex_;
+  std::vector<ServedSource> sources_;  // by SourceId
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_QUERY_SERVER_BACKEND_H_

@@ -1,0 +1,179 @@
+// The /query and /cache answers: MatchRequest; RenderQueryAnswer, which writes the common answer
+// directly and hands the rest to RenderQueryAnswerWithDom (nlohmann::json); RenderCacheAnswer.
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvindex/query/query_json.h"
+
+namespace kvindex {
+namespace {
+
+using nlohmann::json;
+
+json AnswerFor(const InstanceMatch& m) {
+  json answer = {
+      {"longest_matched", m.longest_matched}, {"GPU", m.gpu}, {"CPU", m.cpu}, {"DISK", m.disk}};
+  for (const auto& [tier, tokens] : m.other_tiers) answer[tier] = tokens;
+  json dp = json::object();
+  for (const DpTokens& d : m.dp) dp[std::to_string(d.rank)] = d.tokens;
+  answer["DP"] = std::move(dp);
+  return answer;
+}
+
+// Writes the answer nlohmann's dump() would (keys in byte order, no spaces) for the common case:
+// names of printable ASCII without '"' or '\\', distinct instance names and DP ranks, no tier
+// beyond GPU/CPU/DISK. Anything else returns false (RenderQueryAnswerWithDom answers).
+bool PlainName(std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+// Appends to a buffer sized beforehand: a raw write pointer (no capacity check or strlen per
+// piece, which were most of the renderer's time).
+class Writer {
+ public:
+  explicit Writer(char* p) : p_(p) {}
+  template <size_t N>
+  void Lit(const char (&s)[N]) {
+    std::memcpy(p_, s, N - 1);
+    p_ += N - 1;
+  }
+  void Str(std::string_view s) {
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  void Ch(char c) { *p_++ = c; }
+  template <typename Int>
+  void Num(Int v) {
+    p_ = std::to_chars(p_, p_ + 21, v).ptr;  // 20 digits and a sign at most
+  }
+  char* pos() const { return p_; }
+
+ private:
+  char* p_;
+};
+
+bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
+                  std::string& out) {
+  if (!PlainName(tenant)) return false;
+  std::vector<const InstanceMatch*> sorted;
+  sorted.reserve(match.instances.size());
+  // Worst case of every piece: names, 5 numbers of 20 digits and the keys per instance, a
+  // rank (10 digits) and a number per DP entry.
+  size_t bound = 32 + tenant.size();
+  for (const InstanceMatch& m : match.instances) {
+    if (!m.other_tiers.empty() || !PlainName(m.instance)) return false;
+    sorted.push_back(&m);
+    bound += m.instance.size() + 160 + m.dp.size() * 40;
+  }
+  const auto by_name = [](const InstanceMatch* a, const InstanceMatch* b) {
+    return a->instance < b->instance;
+  };
+  if (!std::is_sorted(sorted.begin(), sorted.end(), by_name)) {  // the index answers in name order
+    std::sort(sorted.begin(), sorted.end(), by_name);
+  }
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i - 1]->instance == sorted[i]->instance) return false;
+  }
+  out.resize(bound);
+  Writer w(out.data());
+  if (!conductor_compat) w.Lit("{\"data\":");
+  w.Ch('{');
+  if (!sorted.empty()) {
+    w.Ch('"');
+    w.Str(tenant);
+    w.Lit("\":{");
+    std::vector<std::pair<std::string, uint64_t>> dp;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const InstanceMatch& m = *sorted[i];
+      if (i > 0) w.Ch(',');
+      w.Ch('"');
+      w.Str(m.instance);
+      w.Lit("\":{\"CPU\":");
+      w.Num(m.cpu);
+      w.Lit(",\"DISK\":");
+      w.Num(m.disk);
+      w.Lit(",\"DP\":{");
+      if (m.dp.size() == 1) {
+        w.Ch('"');
+        w.Num(m.dp[0].rank);
+        w.Lit("\":");
+        w.Num(m.dp[0].tokens);
+      } else if (m.dp.size() > 1) {
+        // Keys in byte order, as nlohmann's dump() ("10" before "2").
+        dp.clear();
+        for (const DpTokens& d : m.dp) dp.emplace_back(std::to_string(d.rank), d.tokens);
+        std::sort(dp.begin(), dp.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (size_t r = 0; r < dp.size(); ++r) {
+          if (r > 0) {
+            if (dp[r - 1].first == dp[r].first) return false;
+            w.Ch(',');
+          }
+          w.Ch('"');
+          w.Str(dp[r].first);
+          w.Lit("\":");
+          w.Num(dp[r].second);
+        }
+      }
+      w.Lit("},\"GPU\":");
+      w.Num(m.gpu);
+      w.Lit(",\"longest_matched\":");
+      w.Num(m.longest_matched);
+      w.Ch('}');
+    }
+    w.Ch('}');
+  }
+  w.Ch('}');
+  if (!conductor_compat) w.Ch('}');
+  out.resize(static_cast<size_t>(w.pos() - out.data()));
+  return true;
+}
+
+}  // namespace
+
+Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request) {
+  switch (request.kind) {
+    case QueryKind::kTokens:
+      return index.MatchTokens(request.match, request.tokens);
+    case QueryKind::kEngineHashes:
+      return index.MatchEngineHashes(request.match, request.engine_hashes);
+    case QueryKind::kPrefixHashes:
+      return index.MatchPrefixHashes(request.match, request.prefix_hashes);
+  }
+  return Status::Internal("unknown query kind");
+}
+
+std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
+                                     bool conductor_compat) {
+  json instances = json::object();
+  for (const InstanceMatch& m : match.instances) instances[std::string(m.instance)] = AnswerFor(m);
+  json by_tenant = json::object();
+  if (!match.instances.empty()) by_tenant[std::string(tenant)] = std::move(instances);
+  if (conductor_compat) return by_tenant.dump();
+  return json{{"data", std::move(by_tenant)}}.dump();
+}
+
+std::string RenderCacheAnswer(const PrefixMatch& match) {
+  json hits = json::object();
+  for (const InstanceMatch& m : match.instances) hits[std::string(m.instance)] = m.longest_matched;
+  return json{{"HitStatus", std::move(hits)}}.dump();
+}
+
+std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
+                              bool conductor_compat) {
+  std::string out;
+  if (RenderDirect(match, tenant, conductor_compat, out)) return out;
+  return RenderQueryAnswerWithDom(match, tenant, conductor_compat);
+}
+
+}  // namespace kvindex

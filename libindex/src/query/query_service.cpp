@@ -1,0 +1,323 @@
+#include "kvindex/query/query_service.h"
+
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/core/address.h"
+#include "kvindex/core/clock.h"
+#include "kvindex/query/match_explain.h"
+#include "kvindex/query/query_json.h"
+
+#include "metrics_text.h"
+
+namespace kvindex {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4";
+
+std::string ErrorBody(const std::string& message) {
+  return Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Status code for a failed parse or query.
+int HttpStatusFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kLimitExceeded:
+      return 413;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kUnsupported:
+      return 501;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kMalformed:
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+// "tcp://host:port" -> "host"; "" when the endpoint has no host part.
+std::string EndpointHost(const std::string& endpoint) {
+  Result<NetAddress> address = ParseNetAddress(endpoint);
+  return address.ok() ? std::move(address->host) : std::string();
+}
+
+Json SourceJson(const ServedSource& s) {
+  Json counters = Json::object();
+  AddSourceCounters(counters, s.counters, s.transport);
+  Json j = {{"name", s.name},
+            {"instance", s.config.name},
+            {"endpoint", s.config.endpoint},
+            {"replay_endpoint", s.config.replay_endpoint},
+            {"format", s.config.format},
+            {"model", s.config.model},
+            {"tenant", s.config.tenant},
+            {"lora_name", s.config.lora},
+            {"block_size", s.config.block_size},
+            {"state", s.state},
+            {"counters", counters}};
+  j["dp_rank"] = s.config.dp_rank ? Json(*s.config.dp_rank) : Json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+QueryService::QueryService(const PrefixIndex& index, ServerBackend& backend,
+                           QueryServiceOptions options)
+    : index_(index), backend_(backend), options_(options) {}
+
+std::string QueryService::TransportErrorBody(int status) {
+  const std::string message = status == 413 ? "request body exceeds the limit of " +
+                                                  std::to_string(kMaxQueryBodyBytes) + " bytes"
+                                            : "HTTP error " + std::to_string(status);
+  return ErrorBody(message);
+}
+
+ServiceAnswer QueryService::Handle(std::string_view method, std::string_view path,
+                                   std::string_view body) {
+  ServiceAnswer answer;
+  answer.content_type = kJson;
+  std::string& out = answer.body;
+  struct Route {
+    std::string_view path;
+    std::string_view method;
+  };
+  static constexpr Route kRoutes[] = {
+      {"/query", "POST"},    {"/query_by_hash", "POST"}, {"/cache", "POST"},
+      {"/register", "POST"}, {"/unregister", "POST"},    {"/global_view", "GET"},
+      {"/instances", "GET"}, {"/metrics", "GET"},        {"/healthz", "GET"},
+  };
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) route = &r;
+  }
+  if (route == nullptr) {
+    out = ErrorBody("no such endpoint: " + std::string(path));
+    metrics_.Count("other", 404);
+    answer.status = 404;
+    return answer;
+  }
+  const bool head_ok = method == "HEAD" && route->method == "GET";
+  if (method != route->method && !head_ok) {
+    out = ErrorBody("method " + std::string(method) + " not allowed on " + std::string(path) +
+                    " (use " + std::string(route->method) + ")");
+    metrics_.Count(path, 405);
+    answer.status = 405;
+    return answer;
+  }
+  if (body.size() > kMaxQueryBodyBytes) {
+    out = ErrorBody("request body of " + std::to_string(body.size()) +
+                    " bytes exceeds the limit of " + std::to_string(kMaxQueryBodyBytes));
+    metrics_.Count(path, 413);
+    answer.status = 413;
+    return answer;
+  }
+  int code = 200;
+  if (path == "/query" || path == "/query_by_hash" || path == "/cache") {
+    const auto start = SteadyClock::now();
+    code = path == "/cache" ? Cache(body, out) : Query(body, out);
+    metrics_.ObserveLatency(SteadyClock::now() - start);
+  } else if (path == "/register") {
+    code = Register(body, out);
+  } else if (path == "/unregister") {
+    code = Unregister(body, out);
+  } else if (path == "/global_view") {
+    out = GlobalView();
+  } else if (path == "/instances") {
+    out = Instances();
+  } else if (path == "/metrics") {
+    out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_);
+    answer.content_type = kPrometheusText;
+  } else {
+    out = Healthz();
+  }
+  metrics_.Count(path, code);
+  answer.status = code;
+  return answer;
+}
+
+int QueryService::Query(std::string_view body, std::string& out) {
+  Result<QueryRequest> parsed = ParseQueryRequest(body);
+  if (!parsed.ok()) {
+    out = ErrorBody(parsed.status().message());
+    return HttpStatusFor(parsed.status());
+  }
+  const QueryRequest& request = *parsed;
+  Result<PrefixMatch> match = request.kind == QueryKind::kEngineHashes
+                                  ? index_.MatchEngineHashes(request.match, request.engine_hashes)
+                              : request.kind == QueryKind::kPrefixHashes
+                                  ? index_.MatchPrefixHashes(request.match, request.prefix_hashes)
+                                  : index_.MatchTokens(request.match, request.tokens);
+  if (!match.ok()) {
+    out = ErrorBody(match.status().message());
+    return HttpStatusFor(match.status()) == 500 ? 400 : HttpStatusFor(match.status());
+  }
+  out = RenderQueryAnswer(*match, request.match.tenant, options_.conductor_compat);
+  if (request.explain && !options_.conductor_compat) {
+    // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
+    std::vector<SourceConfig> configs;
+    for (const ServedSource& s : backend_.Sources()) {
+      if (s.state != "unregistered") configs.push_back(s.config);
+    }
+    Result<std::vector<MatchExplanation>> why = ExplainMatch(index_, request, *match, configs);
+    if (!why.ok()) {
+      out = ErrorBody(why.status().message());
+      return 400;
+    }
+    out.pop_back();  // the answer's closing brace
+    out += ",\"explain\":" + RenderExplanations(*why) + "}";
+  }
+  return 200;
+}
+
+int QueryService::Cache(std::string_view body, std::string& out) {
+  Result<QueryRequest> parsed = ParseCacheRequest(body);
+  if (!parsed.ok()) {
+    out = ErrorBody(parsed.status().message());
+    return HttpStatusFor(parsed.status());
+  }
+  QueryRequest request = std::move(*parsed);
+  // The proxy names prefill instances by host: map a host to the instance whose source endpoint
+  // is on it (the first such source, by id); an instance name is used as is.
+  const std::vector<ServedSource> sources = backend_.Sources();
+  std::map<std::string, std::string, std::less<>> alias;
+  for (const ServedSource& s : sources) alias.emplace(s.config.name, s.config.name);
+  for (const ServedSource& s : sources) {
+    const std::string host = EndpointHost(s.config.endpoint);
+    if (!host.empty()) alias.emplace(host, s.config.name);
+  }
+  const std::vector<std::string> asked = request.match.instances;
+  std::vector<std::string> resolved;
+  resolved.reserve(asked.size());
+  for (const std::string& name : asked) {
+    auto it = alias.find(name);
+    resolved.push_back(it == alias.end() ? name : it->second);
+  }
+  request.match.instances = resolved;
+  Result<PrefixMatch> match = index_.MatchTokens(request.match, request.tokens);
+  if (!match.ok()) {
+    out = ErrorBody(match.status().message());
+    return 400;
+  }
+  // Answer under the names the caller used; unknown names answer 0.
+  PrefixMatch renamed;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    InstanceMatch entry;
+    if (const InstanceMatch* found = match->Find(resolved[i])) entry = *found;
+    entry.instance = asked[i];
+    renamed.instances.push_back(std::move(entry));
+  }
+  out = RenderCacheAnswer(renamed);
+  return 200;
+}
+
+int QueryService::Register(std::string_view body, std::string& out) {
+  Json parsed = Json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    out = ErrorBody("register: the body is not a JSON object");
+    return 400;
+  }
+  std::string id;
+  if (auto it = parsed.find("instance_id"); it != parsed.end() && it->is_string()) {
+    id = it->get<std::string>();
+  }
+  if (id.empty()) {
+    out = ErrorBody("register: 'instance_id' (a non-empty string) is required");
+    return 400;
+  }
+  const Json wrapped = {{"kvevent_instance", {{id, parsed}}}};
+  Result<SourcesConfig> config = ParseSourcesConfig(wrapped.dump(), "register body");
+  if (!config.ok()) {
+    out = ErrorBody(config.status().message());
+    return 400;
+  }
+  // All ranks or none: a source that cannot be added (already registered, an endpoint that
+  // cannot be bound or connected) leaves no trace in /instances, /global_view or the index.
+  const Status status = backend_.Register(config->sources);
+  if (!status.ok()) {
+    out = ErrorBody("register: " + status.message());
+    return HttpStatusFor(status) == 500 ? 400 : HttpStatusFor(status);
+  }
+  out = Json{{"instance_id", id}, {"status", "registered successfully"}}.dump();
+  return 200;
+}
+
+int QueryService::Unregister(std::string_view body, std::string& out) {
+  Json parsed = Json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    out = ErrorBody("unregister: the body is not a JSON object");
+    return 400;
+  }
+  auto it = parsed.find("instance_id");
+  if (it == parsed.end() || !it->is_string() || it->get<std::string>().empty()) {
+    out = ErrorBody("unregister: 'instance_id' (a non-empty string) is required");
+    return 400;
+  }
+  const std::string id = it->get<std::string>();
+  Result<ApplyResult> removed = backend_.Unregister(id);
+  if (!removed.ok()) {
+    if (removed.status().code() == StatusCode::kNotFound) {
+      out = ErrorBody("service not found: " + id);
+      return 404;
+    }
+    out = ErrorBody("unregister: " + removed.status().message());
+    return HttpStatusFor(removed.status()) == 500 ? 400 : HttpStatusFor(removed.status());
+  }
+  out = Json{{"removed_instances", {id}},
+             {"status", "unregistered successfully"},
+             {"removed_presences", removed->removed}}
+            .dump();
+  return 200;
+}
+
+std::string QueryService::GlobalView() const {
+  const IndexStats stats = index_.stats();
+  Json contexts = Json::array();
+  for (const ServedSource& s : backend_.Sources()) {
+    if (s.state == "unregistered") continue;
+    Json c = {{"model_name", s.config.model},      {"lora_name", s.config.lora},
+              {"block_size", s.config.block_size}, {"additional_salt", s.config.salt},
+              {"tenant_id", s.config.tenant},      {"instance_id", s.config.name}};
+    c["dp_rank"] = s.config.dp_rank ? Json(*s.config.dp_rank) : Json(nullptr);
+    contexts.push_back(std::move(c));
+  }
+  Json instances = Json::object();
+  for (const InstanceStats& instance : stats.instances) {
+    Json tiers = Json::object();
+    for (const TierPresences& tier : instance.tiers) tiers[tier.tier] = tier.presences;
+    instances[instance.instance] = {{"tiers", tiers}, {"orphans", instance.orphans}};
+  }
+  const size_t count = contexts.size();
+  return Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
+              {"scopes", stats.scopes},       {"blocks", stats.blocks},
+              {"presences", stats.presences}, {"instances", std::move(instances)}}
+      .dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string QueryService::Instances() const {
+  Json sources = Json::array();
+  for (const ServedSource& s : backend_.Sources()) sources.push_back(SourceJson(s));
+  const IndexStats stats = index_.stats();
+  Json instances = Json::object();
+  for (const InstanceStats& instance : stats.instances) {
+    Json tiers = Json::object();
+    for (const TierPresences& tier : instance.tiers) tiers[tier.tier] = tier.presences;
+    instances[instance.instance] = {{"tiers", tiers}, {"orphans", instance.orphans}};
+  }
+  return Json{{"sources", std::move(sources)}, {"instances", std::move(instances)}}.dump(
+      -1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string QueryService::Healthz() const {
+  return Json{{"status", "ok"}, {"blocks", index_.stats().blocks}}.dump();
+}
+
+}  // namespace kvindex
