@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-#include "event_codec_internal.h"
+#include "hash_value.h"
 #include "kvindex/codec/event_codec.h"
 #include "msgpack_writer.h"
 
