@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/address.h"
 #include "kvindex/core/scope.h"
 
 namespace kvindex {
@@ -86,18 +87,19 @@ Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config) {
 }  // namespace
 
 Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offset) {
-  const size_t colon = endpoint.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string_view::npos || endpoint.substr(0, colon).find("://") == std::string_view::npos ||
-      !ParseUnsigned(endpoint.substr(colon + 1), port)) {
+  // A scheme and a port, nothing after it: what a ZeroMQ tcp:// endpoint is.
+  auto address = ParseNetAddress(endpoint);
+  if (!address.ok() || address->scheme.empty() || !address->port || !address->path.empty()) {
     return Status::InvalidArgument("endpoint '" + std::string(endpoint) +
                                    "' has no numeric port to offset (dp-size needs tcp://host:port)");
   }
+  const uint32_t port = *address->port;
   if (port + offset > 65535) {
     return Status::InvalidArgument("endpoint '" + std::string(endpoint) + "' + " +
                                    std::to_string(offset) + " exceeds port 65535");
   }
-  return std::string(endpoint.substr(0, colon + 1)) + std::to_string(port + offset);
+  address->port = static_cast<uint16_t>(port + offset);
+  return address->ToString();
 }
 
 Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
