@@ -298,12 +298,14 @@ Result<SourcesConfig> ParseSourcesConfig(std::string_view text, std::string_view
     config.format = *format;
     KVINDEX_RETURN_IF_ERROR(GetText(entry, "endpoint", config.endpoint, where));
     if (config.endpoint.empty()) {
-      // The README's form: "ip" and "port".
+      // The README's form: "ip" and "port". Written as NetAddress writes it, so that an IPv6 ip
+      // gets the brackets that ParseNetAddress (and dp_size's port offset) read back.
       std::string ip;
-      uint32_t port = 0;
+      uint16_t port = 0;
       KVINDEX_RETURN_IF_ERROR(GetText(entry, "ip", ip, where));
       KVINDEX_RETURN_IF_ERROR(GetUnsigned(entry, "port", port, where));
-      if (!ip.empty() && port != 0) config.endpoint = "tcp://" + ip + ":" + std::to_string(port);
+      if (ip.size() > 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
+      if (!ip.empty() && port != 0) config.endpoint = NetAddress{"tcp", ip, port, ""}.ToString();
     }
     if (config.endpoint.empty()) return Status::InvalidArgument(where + ": no 'endpoint' (or 'ip' and 'port')");
     KVINDEX_RETURN_IF_ERROR(GetText(entry, "replay_endpoint", config.replay_endpoint, where));
