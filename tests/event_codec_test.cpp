@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../libindex/src/codec/event_codec_internal.h"  // the decoder's fast path, compared below
+#include "../libindex/src/codec/vllm_fast_decoder.h"  // the decoder's fast path, compared below
 #include "codec_test_util.h"
 #include "test_util.h"
 

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/address.h"
 #include "kvindex/core/scope.h"
 
 namespace kvindex {
@@ -86,18 +87,19 @@ Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config) {
 }  // namespace
 
 Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offset) {
-  const size_t colon = endpoint.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string_view::npos || endpoint.substr(0, colon).find("://") == std::string_view::npos ||
-      !ParseUnsigned(endpoint.substr(colon + 1), port)) {
+  // A scheme and a port, nothing after it: what a ZeroMQ tcp:// endpoint is.
+  auto address = ParseNetAddress(endpoint);
+  if (!address.ok() || address->scheme.empty() || !address->port || !address->path.empty()) {
     return Status::InvalidArgument("endpoint '" + std::string(endpoint) +
                                    "' has no numeric port to offset (dp-size needs tcp://host:port)");
   }
+  const uint32_t port = *address->port;
   if (port + offset > 65535) {
     return Status::InvalidArgument("endpoint '" + std::string(endpoint) + "' + " +
                                    std::to_string(offset) + " exceeds port 65535");
   }
-  return std::string(endpoint.substr(0, colon + 1)) + std::to_string(port + offset);
+  address->port = static_cast<uint16_t>(port + offset);
+  return address->ToString();
 }
 
 Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
@@ -296,12 +298,14 @@ Result<SourcesConfig> ParseSourcesConfig(std::string_view text, std::string_view
     config.format = *format;
     KVINDEX_RETURN_IF_ERROR(GetText(entry, "endpoint", config.endpoint, where));
     if (config.endpoint.empty()) {
-      // The README's form: "ip" and "port".
+      // The README's form: "ip" and "port". Written as NetAddress writes it, so that an IPv6 ip
+      // gets the brackets that ParseNetAddress (and dp_size's port offset) read back.
       std::string ip;
-      uint32_t port = 0;
+      uint16_t port = 0;
       KVINDEX_RETURN_IF_ERROR(GetText(entry, "ip", ip, where));
       KVINDEX_RETURN_IF_ERROR(GetUnsigned(entry, "port", port, where));
-      if (!ip.empty() && port != 0) config.endpoint = "tcp://" + ip + ":" + std::to_string(port);
+      if (ip.size() > 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
+      if (!ip.empty() && port != 0) config.endpoint = NetAddress{"tcp", ip, port, ""}.ToString();
     }
     if (config.endpoint.empty()) return Status::InvalidArgument(where + ": no 'endpoint' (or 'ip' and 'port')");
     KVINDEX_RETURN_IF_ERROR(GetText(entry, "replay_endpoint", config.replay_endpoint, where));
