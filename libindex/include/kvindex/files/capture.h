@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvindex/core/clock.h"
 #include "kvindex/core/instance.h"
 #include "kvindex/core/status.h"
 
@@ -214,7 +215,7 @@ class CaptureWriter {
   bool mapped() const { return appender_ != nullptr; }
 
  private:
-  class Syncer;  // the background fsync thread (capture.cpp)
+  class Syncer;  // the background fsync thread (capture_syncer.h)
 
   CaptureWriter(std::string path, CaptureWriterOptions options);
   Status OpenFile(const std::string& path);
@@ -234,8 +235,8 @@ class CaptureWriter {
   CaptureWriterOptions options_;
   int fd_ = -1;
   uint64_t file_bytes_ = 0;
-  std::chrono::steady_clock::time_point file_opened_;
-  std::chrono::steady_clock::time_point last_sync_;
+  SteadyClock::time_point file_opened_;
+  SteadyClock::time_point last_sync_;
   bool dirty_ = false;
   std::vector<std::string> paths_;
   std::vector<std::pair<SourceId, std::string>> definitions_;
