@@ -335,61 +335,7 @@ bool CaptureReader::ReadNext(Record& record) {
       ++records_read_;
       return true;
     }
-    // A record cut short by the end of the file is a torn tail, unless its length field is what
-    // is damaged: the scan below tells the two apart by looking for a good record after it.
-    // A bad record in the middle: skip it by its length if the next record (or the end of the
-    // file) follows there, else scan forward byte by byte to the next record that verifies.
-    size_t skip = 0;
-    if (size != 0 && end_ - begin_ >= size) {
-      Fill(size + kCaptureRecordHeaderSize);  // may compact: positions are relative to begin_
-      const size_t after = begin_ + size;
-      size_t next_size = 0;
-      Status ignored;
-      if (end_ == after && eof_) {
-        skip = size;
-      } else if (end_ - after >= kCaptureRecordHeaderSize) {
-        const uint32_t next_claimed = GetLe32(buffer_.data() + after);
-        if (next_claimed >= kCaptureRecordHeaderSize &&
-            next_claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
-          Fill(size + next_claimed);
-        }
-        if (ParseAt<CaptureRecordView>(begin_ + size, end_ - (begin_ + size), nullptr, &next_size,
-                                       &ignored)) {
-          skip = size;
-        }
-      }
-    }
-    if (skip == 0) {
-      // Scan: advance one byte at a time until a record verifies or the data ends.
-      skip = 1;
-      for (;;) {
-        if (!Fill(skip + kCaptureRecordHeaderSize)) {
-          skip = end_ - begin_;
-          break;
-        }
-        const size_t at = begin_ + skip;
-        if (IsZeroWord(buffer_.data() + at)) {
-          // A run of zeros (the unused reserved end of a mapped capture whose recorder was
-          // killed): no record starts at its first five bytes, as a record starts with its
-          // length (4 bytes, never 0). Step over it most of a word at a time.
-          skip += 5;
-          continue;
-        }
-        const uint32_t candidate = GetLe32(buffer_.data() + at);
-        if (candidate >= kCaptureRecordHeaderSize &&
-            candidate <= kCaptureRecordHeaderSize + kCaptureMaxBody &&
-            GetLe16(buffer_.data() + at + 6) == kCaptureRecordHeaderSize) {
-          Fill(skip + candidate);
-          size_t candidate_size = 0;
-          Status ignored;
-          if (ParseAt<CaptureRecordView>(begin_ + skip, end_ - (begin_ + skip), nullptr,
-                                         &candidate_size, &ignored)) {
-            break;
-          }
-        }
-        ++skip;
-      }
-    }
+    const size_t skip = BytesToSkip(size);
     const bool tail = begin_ + skip >= end_ && eof_;
     if (tail && AllZero(buffer_.data() + begin_, skip)) {
       why = Status::Corrupt(
@@ -402,6 +348,61 @@ bool CaptureReader::ReadNext(Record& record) {
     begin_ += skip;
     file_offset_of_begin_ += skip;
     bytes_consumed_total_ += skip;
+  }
+}
+
+// A record cut short by the end of the file is a torn tail, unless its length field is what is
+// damaged: ScanForRecord() tells the two apart by looking for a good record after it. A bad record
+// in the middle: skip it by its length if the next record (or the end of the file) follows there,
+// else scan forward byte by byte to the next record that verifies.
+size_t CaptureReader::BytesToSkip(size_t size) {
+  if (size != 0 && end_ - begin_ >= size) {
+    Fill(size + kCaptureRecordHeaderSize);  // may compact: positions are relative to begin_
+    const size_t after = begin_ + size;
+    if (end_ == after && eof_) return size;
+    if (end_ - after >= kCaptureRecordHeaderSize) {
+      const uint32_t next_claimed = GetLe32(buffer_.data() + after);
+      if (next_claimed >= kCaptureRecordHeaderSize &&
+          next_claimed <= kCaptureRecordHeaderSize + kCaptureMaxBody) {
+        Fill(size + next_claimed);
+      }
+      size_t next_size = 0;
+      Status ignored;
+      if (ParseAt<CaptureRecordView>(begin_ + size, end_ - (begin_ + size), nullptr, &next_size,
+                                     &ignored)) {
+        return size;
+      }
+    }
+  }
+  return ScanForRecord();
+}
+
+size_t CaptureReader::ScanForRecord() {
+  // Advance one byte at a time until a record verifies or the data ends.
+  size_t skip = 1;
+  for (;;) {
+    if (!Fill(skip + kCaptureRecordHeaderSize)) return end_ - begin_;
+    const size_t at = begin_ + skip;
+    if (IsZeroWord(buffer_.data() + at)) {
+      // A run of zeros (the unused reserved end of a mapped capture whose recorder was
+      // killed): no record starts at its first five bytes, as a record starts with its
+      // length (4 bytes, never 0). Step over it most of a word at a time.
+      skip += 5;
+      continue;
+    }
+    const uint32_t candidate = GetLe32(buffer_.data() + at);
+    if (candidate >= kCaptureRecordHeaderSize &&
+        candidate <= kCaptureRecordHeaderSize + kCaptureMaxBody &&
+        GetLe16(buffer_.data() + at + 6) == kCaptureRecordHeaderSize) {
+      Fill(skip + candidate);
+      size_t candidate_size = 0;
+      Status ignored;
+      if (ParseAt<CaptureRecordView>(begin_ + skip, end_ - (begin_ + skip), nullptr,
+                                     &candidate_size, &ignored)) {
+        return skip;
+      }
+    }
+    ++skip;
   }
 }
 

@@ -296,6 +296,12 @@ class CaptureReader {
                Status* why) const;
   template <typename Record>
   bool ReadNext(Record& record);
+  // A record at begin_ of `size` bytes (0: its length is impossible) did not verify: how many
+  // bytes to step over, up to the next record that verifies or the end of the data.
+  size_t BytesToSkip(size_t size);
+  // How far the next record that verifies is from begin_ (searched from begin_ + 1), or how far
+  // the end of the data is.
+  size_t ScanForRecord();
   void Report(Status status, uint64_t offset, uint64_t skipped, bool tail);
 
   std::vector<std::string> paths_;
