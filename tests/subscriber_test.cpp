@@ -22,6 +22,7 @@
 
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/source_spec.h"
+#include "kvindex/core/address.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/ingest/capture_replay.h"
 #include "test_util.h"
@@ -411,9 +412,11 @@ TEST_CASE("dp-size: one source per rank on port + r") {
   // Pick two consecutive free ports: let the first publisher choose, the second takes port + 1.
   PyPublisher rank0(dir, "r0", Concat({kWaitSub, Steps(0, 3)}), {});
   const std::string ep0 = rank0.pub();
-  const auto colon = ep0.rfind(':');
-  const int port = std::stoi(ep0.substr(colon + 1));
-  const std::string ep1 = ep0.substr(0, colon + 1) + std::to_string(port + 1);
+  auto address = ParseNetAddress(ep0);
+  REQUIRE(address.ok());
+  REQUIRE(address->port.has_value());
+  address->port = static_cast<uint16_t>(*address->port + 1);
+  const std::string ep1 = address->ToString();
   PyPublisher rank1(dir, "r1", Concat({kWaitSub, Steps(0, 5)}), {"--pub", ep1});
   auto configs = ParseSourceSpec("a=vllm@" + ep0 + ",model=m,dp-size=2");
   REQUIRE(configs.ok());

@@ -10,10 +10,10 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "kvindex/core/clock.h"
+
 namespace kvindex {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 Status ZmqError(std::string_view what, const std::string& endpoint, const zmq::error_t& error) {
   return Status::IoError(std::string(what) + " '" + endpoint + "': " + error.what());
@@ -216,11 +216,11 @@ Status Publisher::WaitForSubscribers(uint64_t count, std::chrono::milliseconds t
   if (!m.options.count_subscribers) {
     return Status::InvalidArgument("publisher: waiting for subscribers needs count_subscribers");
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = SteadyClock::now() + timeout;
   while (true) {
     m.DrainSubscriptions();
     if (m.counters.subscriptions >= count) return Status::Ok();
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (now >= deadline) {
       return Status::Timeout("publisher '" + m.live_endpoint + "': " +
                              std::to_string(m.counters.subscriptions) + " of " +

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvindex/core/clock.h"
 #include "kvindex/core/instance.h"
 #include "kvindex/core/status.h"
 
@@ -214,7 +215,7 @@ class CaptureWriter {
   bool mapped() const { return appender_ != nullptr; }
 
  private:
-  class Syncer;  // the background fsync thread (capture.cpp)
+  class Syncer;  // the background fsync thread (capture_syncer.h)
 
   CaptureWriter(std::string path, CaptureWriterOptions options);
   Status OpenFile(const std::string& path);
@@ -234,8 +235,8 @@ class CaptureWriter {
   CaptureWriterOptions options_;
   int fd_ = -1;
   uint64_t file_bytes_ = 0;
-  std::chrono::steady_clock::time_point file_opened_;
-  std::chrono::steady_clock::time_point last_sync_;
+  SteadyClock::time_point file_opened_;
+  SteadyClock::time_point last_sync_;
   bool dirty_ = false;
   std::vector<std::string> paths_;
   std::vector<std::pair<SourceId, std::string>> definitions_;
@@ -295,6 +296,12 @@ class CaptureReader {
                Status* why) const;
   template <typename Record>
   bool ReadNext(Record& record);
+  // A record at begin_ of `size` bytes (0: its length is impossible) did not verify: how many
+  // bytes to step over, up to the next record that verifies or the end of the data.
+  size_t BytesToSkip(size_t size);
+  // How far the next record that verifies is from begin_ (searched from begin_ + 1), or how far
+  // the end of the data is.
+  size_t ScanForRecord();
   void Report(Status status, uint64_t offset, uint64_t skipped, bool tail);
 
   std::vector<std::string> paths_;
