@@ -4,6 +4,8 @@
 #ifndef KVINDEX_CORE_CLOCK_H_
 #define KVINDEX_CORE_CLOCK_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -12,14 +14,23 @@ namespace kvindex {
 // The monotonic clock for intervals and deadlines (never jumps with the wall clock).
 using SteadyClock = std::chrono::steady_clock;
 
+// Inline: the subscriber reads the wall clock once per message.
+inline int64_t ReadClockNs(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 // Wall-clock time, nanoseconds since the Unix epoch (CLOCK_REALTIME).
-int64_t RealtimeNs();
+inline int64_t RealtimeNs() { return ReadClockNs(CLOCK_REALTIME); }
 // Wall-clock time, seconds since the Unix epoch, as a double (publish timestamps).
-double RealtimeSeconds();
+inline double RealtimeSeconds() { return static_cast<double>(RealtimeNs()) / 1e9; }
 // Monotonic time in nanoseconds from an arbitrary origin (CLOCK_MONOTONIC).
-int64_t MonotonicNs();
+inline int64_t MonotonicNs() { return ReadClockNs(CLOCK_MONOTONIC); }
 // Seconds elapsed since `start` on the monotonic clock.
-double SecondsSince(SteadyClock::time_point start);
+inline double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
 
 }  // namespace kvindex
 
