@@ -1,6 +1,5 @@
 #include "kvindex/index/prefix_index.h"
 
-#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -16,7 +15,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "block_records.h"
+#include "engine_map.h"
 #include "flat_table.h"
+#include "instance_state.h"
+#include "rw_lock.h"
 
 // Layout and concurrency are documented in docs/architecture.md ("Index memory layout", "Index
 // concurrency"). In short: blocks live in fixed-size 2 MiB chunks (huge pages) of 32-byte records
@@ -40,181 +43,35 @@ ApplyResult& ApplyResult::operator+=(const ApplyResult& o) {
   return *this;
 }
 
+// The index's private types and functions, named unqualified below.
+using index_internal::Block;
+using index_internal::BlockRef;
+using index_internal::BlockSlot;
+using index_internal::BlockTraits;
+using index_internal::EngineMix;
+using index_internal::EngineSlot;
+using index_internal::HeapEntry;
+using index_internal::Holder;
+using index_internal::Instance;
+using index_internal::InstQuery;
+using index_internal::KeyHash;
+using index_internal::kChunkBits;
+using index_internal::kChunkBytes;
+using index_internal::kChunkSize;
+using index_internal::kMaxTiers;
+using index_internal::kNoHolder;
+using index_internal::kNone;
+using index_internal::kStickyRefs;
+using index_internal::Partial;
+using index_internal::Presence;
+using index_internal::RwLock;
+using index_internal::Source;
+using index_internal::UnmapChunk;
+
 namespace {
 
 using internal::FlatTable;
-using internal::Mix64;
 
-constexpr uint32_t kNone = UINT32_MAX;
-constexpr uint32_t kMaxTiers = 16;  // tier bitmask width
-constexpr uint32_t kChunkBits = 16;
-constexpr uint32_t kChunkSize = 1u << kChunkBits;
-constexpr uint16_t kInline = 2;
-
-// One holder (source at one DP rank) holding a block in the tiers of a bitmask.
-struct Presence {
-  uint16_t holder;
-  uint16_t tiers;
-};
-
-// A resident block. `ns` is 0 for blocks keyed by a prefix hash, 1 + instance index for blocks
-// keyed by that instance's engine-hash chain (tokenless events). `gen` changes when the record is
-// freed, so stale references (the eviction heap, store object keys) are detected. Engine-map
-// entries carry no generation: `engine_refs` counts the entries pointing at the record (sticky at
-// kStickyRefs), and a record freed while some still do is not reused until every engine map has
-// dropped them (MaybeRecycle()); a record freed with no entry left is reusable at once.
-constexpr uint8_t kStickyRefs = 255;
-struct Block {
-  uint64_t hash = 0;
-  uint32_t scope = 0;
-  uint32_t ns = 0;
-  uint32_t gen = 0;
-  uint16_t count = 0;
-  uint8_t cap_log2 = 1;  // presence capacity 2^cap_log2; kInline (2) = inline
-  uint8_t engine_refs = 0;
-  union Store {
-    Presence inl[kInline];
-    Presence* heap;
-  } store;
-
-  uint32_t cap() const { return 1u << cap_log2; }
-  bool inline_store() const { return cap_log2 <= 1; }
-  Presence* data() { return inline_store() ? store.inl : store.heap; }
-  const Presence* data() const { return inline_store() ? store.inl : store.heap; }
-  void AddRef() {
-    if (engine_refs != kStickyRefs) ++engine_refs;
-  }
-  void DropRef() {
-    if (engine_refs != kStickyRefs && engine_refs != 0) --engine_refs;
-  }
-};
-static_assert(kInline == 2, "cap_log2 = 1 is the inline store");
-static_assert(sizeof(Block) == 32, "docs/architecture.md documents a 32-byte block record");
-
-uint64_t KeyHash(uint64_t hash, uint32_t scope, uint32_t ns) {
-  return Mix64(hash ^ (((static_cast<uint64_t>(scope) << 32) | ns) * 0x9E3779B97F4A7C15ULL));
-}
-
-struct BlockSlot {
-  uint32_t tag;
-  uint32_t idx;
-};
-struct BlockTraits {
-  static bool Empty(const BlockSlot& s) { return s.idx == kNone; }
-  static BlockSlot MakeEmpty() { return {0, kNone}; }
-  static uint64_t Hash(const BlockSlot& s) { return static_cast<uint64_t>(s.tag) << 32; }
-};
-
-// The engine-map hash of an engine hash: one multiplication by 2^64 / golden ratio (Fibonacci
-// hashing). The table's home bucket uses only the product's high 32 bits, which depend on every
-// bit of the key and spread arithmetic progressions evenly. Cheaper than Mix64 (an erase rehashes
-// the members after the erased slot, and the apply path erases once per remove). Like Mix64 (also
-// invertible), it is no defence against keys crafted to collide; engine hashes come from the
-// configured engines.
-inline uint64_t EngineMix(uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
-
-// 12 bytes: the engine hash as two halves (no 8-byte alignment padding) and the block.
-struct EngineSlot {
-  uint32_t lo;
-  uint32_t hi;
-  uint32_t block;
-  uint64_t key() const { return (static_cast<uint64_t>(hi) << 32) | lo; }
-};
-static_assert(sizeof(EngineSlot) == 12);
-struct EngineTraits {
-  static bool Empty(const EngineSlot& s) { return s.block == kNone; }
-  static EngineSlot MakeEmpty() { return {0, 0, kNone}; }
-  static uint64_t Hash(const EngineSlot& s) { return EngineMix(s.key()); }
-};
-
-struct BlockRef {
-  uint32_t idx;
-  uint32_t gen;
-};
-
-// A page of a source whose pages are smaller than its block size (SGLang page size 1): the tokens
-// of the unfinished block so far and the chain before it.
-struct Partial {
-  uint32_t scope = 0;
-  bool has_before = false;
-  uint64_t before = 0;
-  std::vector<TokenId> tokens;
-};
-
-struct Instance {
-  std::string name;
-  bool listed = true;
-  uint32_t block_size = 0;  // configured, else the first block size seen
-  uint64_t seed = kDefaultHashSeed;
-  std::vector<uint32_t> sources;
-  std::vector<uint16_t> holders;
-  std::vector<DpRank> ranks;  // sorted ranks of its own holders
-  std::vector<uint32_t> tms;  // (tenant, model) pairs it is known under
-  FlatTable<EngineSlot, EngineTraits> engine;
-  std::unordered_map<uint64_t, Partial> partials;
-  std::unordered_map<std::string, std::vector<BlockRef>> objects;  // Mooncake store keys
-  uint64_t orphans = 0;
-};
-
-// What a query reads of an instance, packed in one array (Impl::inst_q) so that a query over 64
-// instances touches ~2 KB instead of chasing each Instance's vectors. Refreshed by RefreshQuery()
-// whenever one of its sources (name, listed, block size, seed, holders, ranks) changes.
-constexpr uint16_t kNoHolder = 0xFFFF;
-struct InstQuery {
-  std::string_view name;  // Instance::name (the Instance is heap-stable)
-  uint64_t seed = kDefaultHashSeed;
-  uint32_t block_size = 0;
-  uint16_t holder = kNoHolder;  // its only holder, or kNoHolder when it has none or several
-  bool listed = false;
-  bool one_rank = false;  // exactly one holder, with a rank: `rank`
-  DpRank rank = 0;
-};
-
-struct Holder {
-  uint32_t source = 0;
-  uint32_t inst = 0;
-  bool has_rank = false;
-  DpRank rank = 0;
-  std::array<uint64_t, kMaxTiers> tier_presences{};
-};
-
-struct Source {
-  SourceConfig config;
-  uint32_t inst = 0;
-  std::vector<std::pair<std::optional<DpRank>, uint16_t>> holders;
-  std::vector<uint32_t> serves;  // resolved instance indices (when not serves_all)
-  // The scope of its last stored event: a stream's events nearly always share their scope
-  // fields, and building and hashing a Scope (four strings) per event was a measurable share of
-  // live ingest. Scopes are never removed, so the cached id stays valid.
-  EventScopeFields last_fields;
-  uint32_t last_block_size = 0;
-  uint32_t last_scope = kNone;
-};
-
-struct HeapEntry {
-  uint64_t touch;
-  uint32_t idx;
-  uint32_t gen;
-  bool operator>(const HeapEntry& o) const { return touch > o.touch; }
-};
-
-// Block records live in 2 MiB chunks mapped at a 2 MiB boundary and advised as transparent huge
-// pages: one TLB entry covers a chunk, so a query walking records scattered over a large index
-// pays one cache miss per record instead of a cache miss plus a page walk (measured: the 128-block
-// match is ~1.4x faster; docs/benchmarks.md). Blocks are trivially destructible.
-static_assert(std::is_trivially_destructible_v<Block>);
-constexpr size_t kChunkBytes = kChunkSize * sizeof(Block);
-static_assert(kChunkBytes == (size_t{2} << 20));
-struct UnmapChunk {
-  bool mapped = true;  // false: the heap fallback of MapChunk()
-  void operator()(Block* p) const {
-    if (mapped) {
-      munmap(p, kChunkBytes);
-    } else {
-      delete[] p;
-    }
-  }
-};
 #if defined(__SANITIZE_ADDRESS__)
 #define KVINDEX_HEAP_CHUNKS 1
 #elif defined(__has_feature)
@@ -245,85 +102,6 @@ std::unique_ptr<Block[], UnmapChunk> MapChunk() {
 
 // A helper on the apply path, forced inline (see Impl::Tick()).
 #define KVINDEX_HOT [[gnu::always_inline]] inline
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Calls ready() until it returns true (then true) or `budget` has passed (then false).
-template <typename Ready>
-bool SpinUntil(Ready ready, std::chrono::nanoseconds budget) {
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  for (uint32_t i = 1;; ++i) {
-    if (ready()) return true;
-    CpuRelax();
-    if ((i & 15) == 0 && std::chrono::steady_clock::now() >= deadline) return false;
-  }
-}
-
-// A reader-writer lock that prefers the writer: once the writer waits, new readers queue behind it,
-// so a stream of overlapping queries cannot starve ingest (glibc's default prefers readers).
-//
-// Neither side goes to sleep behind the other's short sections, because being put to sleep and
-// woken costs tens of microseconds (and, on a VM whose idle vCPU halts, far more than the section
-// waited for), and while a sleeping writer is being woken every reader waits for it. So:
-//  - a reader that finds the lock taken announces itself (readers_waiting()) and spins for up to
-//    kReaderSpin; the writer checks the announcement between block operations (Tick) and, after
-//    at least kWriterMinOps of them, lets the readers in (YieldToReaders);
-//  - the writer spins for up to kWriterSpin (about one query) before it queues on the lock.
-// BM_PrefixIndex_MatchUnderIngest (a writer at 200 k blocks/s, one reader querying back to back)
-// on the 2-vCPU VM: with plain blocking, reader p50 / p99 5-80 us / 0.08-3.3 ms and the writer
-// falling behind in some runs; with the spins, 4-7 us / 20-24 us, the writer at its rate.
-class RwLock {
- public:
-  static constexpr std::chrono::microseconds kReaderSpin{20};
-  static constexpr std::chrono::microseconds kWriterYieldWait{20};
-  static constexpr std::chrono::microseconds kWriterSpin{10};
-
-  RwLock() {
-    pthread_rwlockattr_t attr;
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&lock_, &attr);
-    pthread_rwlockattr_destroy(&attr);
-  }
-  ~RwLock() { pthread_rwlock_destroy(&lock_); }
-  RwLock(const RwLock&) = delete;
-  RwLock& operator=(const RwLock&) = delete;
-  void lock() {
-    if (pthread_rwlock_trywrlock(&lock_) == 0) return;
-    if (SpinUntil([this] { return pthread_rwlock_trywrlock(&lock_) == 0; }, kWriterSpin)) return;
-    pthread_rwlock_wrlock(&lock_);
-  }
-  void unlock() { pthread_rwlock_unlock(&lock_); }
-  void lock_shared() {
-    if (pthread_rwlock_tryrdlock(&lock_) == 0) return;
-    waiting_.fetch_add(1, std::memory_order_relaxed);
-    if (!SpinUntil([this] { return pthread_rwlock_tryrdlock(&lock_) == 0; }, kReaderSpin)) {
-      pthread_rwlock_rdlock(&lock_);
-    }
-    waiting_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  void unlock_shared() { pthread_rwlock_unlock(&lock_); }
-
-  // Readers are waiting for the writer's section to end.
-  bool readers_waiting() const { return waiting_.load(std::memory_order_relaxed) != 0; }
-  // The writer, holding the lock: releases it, gives the waiting readers up to kWriterYieldWait to
-  // take it (so that it does not simply take it back first), and takes it again once they are done.
-  void YieldToReaders() {
-    unlock();
-    SpinUntil([this] { return !readers_waiting(); }, kWriterYieldWait);
-    lock();
-  }
-
- private:
-  pthread_rwlock_t lock_;
-  std::atomic<uint32_t> waiting_{0};
-};
 
 // A block of the event, as computed before taking the lock.
 struct Pending {
