@@ -3,7 +3,7 @@
 // (store object keys, the eviction heap). Records live in fixed-size 2 MiB chunks; the layout is
 // docs/architecture.md "Index memory layout". Private to the index layer.
 //
-// Thread safety: none; PrefixIndex guards records with its reader-writer lock (prefix_index.cpp).
+// Thread safety: none; PrefixIndex guards records with its reader-writer lock (index_impl.h).
 #ifndef KVINDEX_SRC_BLOCK_RECORDS_H_
 #define KVINDEX_SRC_BLOCK_RECORDS_H_
 
@@ -103,7 +103,7 @@ struct HeapEntry {
 static_assert(std::is_trivially_destructible_v<Block>);
 constexpr size_t kChunkBytes = kChunkSize * sizeof(Block);
 static_assert(kChunkBytes == (size_t{2} << 20));
-// Frees a chunk of records the way MapChunk() (prefix_index.cpp) obtained it.
+// Frees a chunk of records the way MapChunk() (block_records.cpp) obtained it.
 struct UnmapChunk {
   bool mapped = true;  // false: the heap fallback of MapChunk()
   void operator()(Block* p) const {

@@ -1,7 +1,7 @@
 // The engine-hash map's slot: each instance maps the engine's own block hashes to block records
 // (a FlatTable per instance, Instance::engine), so a BlockRemoved, which carries only engine
-// hashes, finds its blocks. The map's operations are PrefixIndex::Impl's Engine*() and
-// SweepEngine() (prefix_index.cpp). Private to the index layer.
+// hashes, finds its blocks. The map's operations are PrefixIndex::Impl's Engine*() (index_impl.h)
+// and SweepEngine() (engine_map.cpp). Private to the index layer.
 //
 // Thread safety: none; PrefixIndex guards the maps with its reader-writer lock.
 #ifndef KVINDEX_SRC_ENGINE_MAP_H_

@@ -1,7 +1,7 @@
 // What the index keeps per instance, per source and per holder (one source at one DP rank), and
 // the packed per-instance record queries read instead (InstQuery). Private to the index layer.
 //
-// Thread safety: none; PrefixIndex guards these with its reader-writer lock (prefix_index.cpp).
+// Thread safety: none; PrefixIndex guards these with its reader-writer lock (index_impl.h).
 #ifndef KVINDEX_SRC_INSTANCE_STATE_H_
 #define KVINDEX_SRC_INSTANCE_STATE_H_
 
