@@ -39,6 +39,175 @@ Scope PrefixIndex::Impl::RootScope(const Source& src, const EventScopeFields& f,
   return s;
 }
 
+// What ApplyStored() resolved about an event before its stages key the blocks and index them.
+struct PrefixIndex::Impl::StoredPlan {
+  Source* src;
+  Instance* inst;
+  uint32_t ii;    // the instance's index
+  bool standard;  // the engine hashes are the keys
+  bool tokens;    // token ids key the blocks
+  uint32_t t;     // the tier's bit position
+  uint32_t page;  // the event's own block (page) size
+  uint32_t parent_idx;
+  const Partial* parent_partial;
+  uint32_t scope_id;
+  uint32_t bs;  // the scope's block size
+  uint32_t holder;
+};
+
+bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan, ApplyResult& r) {
+  const size_t n = ev.block_hashes.size();
+  const SourceConfig& cfg = plan.src->config;
+  const Instance& inst = *plan.inst;
+  const uint32_t ii = plan.ii;
+  const bool standard = plan.standard;
+  const bool tokens = plan.tokens;
+  const uint32_t page = plan.page;
+  const uint32_t parent_idx = plan.parent_idx;
+  const Partial* parent_partial = plan.parent_partial;
+  const uint32_t scope_id = plan.scope_id;
+  const uint32_t bs = plan.bs;
+  // Stage 1, outside the lock: the key of every block.
+  pending.clear();
+  pending_partials.clear();
+  const uint64_t seed = cfg.hash_seed;
+  if (standard) {
+    for (const EngineHash& h : ev.block_hashes) pending.push_back({h.value, 0, h, -1});
+  } else if (!tokens || (parent_idx != kNone && block(parent_idx).ns != 0)) {
+    // Tokenless (or below a tokenless parent): the instance's engine-hash chain is the key.
+    bool have = parent_idx != kNone;
+    uint64_t prev = have ? block(parent_idx).hash : 0;
+    uint32_t ns = have && block(parent_idx).ns != 0 ? block(parent_idx).ns : 1 + ii;
+    for (const EngineHash& h : ev.block_hashes) {
+      const uint32_t known = EngineLookup(inst, h.value);
+      if (known != kNone && block(known).scope == scope_id) {
+        pending.push_back({block(known).hash, block(known).ns, h, -1});
+        prev = block(known).hash;
+        ns = block(known).ns != 0 ? block(known).ns : 1 + ii;
+      } else {
+        prev = ChainPrefixHash(have ? std::optional<PrefixHash>(PrefixHash{prev}) : std::nullopt,
+                               LocalBlockHash{h.value}, seed)
+                   .value;
+        pending.push_back({prev, ns, h, -1});
+        ++r.tokenless;
+      }
+      have = true;
+    }
+  } else if (page == bs && parent_partial == nullptr) {
+    std::optional<PrefixHash> prev;
+    if (parent_idx != kNone) prev = PrefixHash{block(parent_idx).hash};
+    const std::span<const TokenId> all(ev.token_ids);
+    const size_t mm = ev.multimodal.size();
+    pending.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      LocalBlockHash local = HashBlockTokens(all.subspan(i * bs, bs), seed);
+      if (i < mm && !ev.multimodal[i].empty()) {
+        local = MixMultimodalKeys(local, ev.multimodal[i], seed);
+      }
+      prev = ChainPrefixHash(prev, local, seed);
+      Pending& p = pending[i];
+      p.hash = prev->value;
+      p.ns = 0;
+      p.engine = ev.block_hashes[i];
+      p.partial = -1;
+    }
+  } else if (page < bs && bs % page == 0) {
+    // Page accumulation: pages fill blocks; a page completing a block maps to that block.
+    Partial cur;
+    cur.scope = scope_id;
+    if (parent_partial != nullptr) {
+      cur = *parent_partial;
+    } else if (parent_idx != kNone) {
+      cur.has_before = true;
+      cur.before = block(parent_idx).hash;
+    }
+    const std::span<const TokenId> all(ev.token_ids);
+    for (size_t i = 0; i < n; ++i) {
+      auto pg = all.subspan(i * page, page);
+      cur.tokens.insert(cur.tokens.end(), pg.begin(), pg.end());
+      if (cur.tokens.size() == bs) {
+        const LocalBlockHash local = HashBlockTokens(cur.tokens, seed);
+        const PrefixHash h = ChainPrefixHash(
+            cur.has_before ? std::optional<PrefixHash>(PrefixHash{cur.before}) : std::nullopt,
+            local, seed);
+        pending.push_back({h.value, 0, ev.block_hashes[i], -1});
+        cur.has_before = true;
+        cur.before = h.value;
+        cur.tokens.clear();
+      } else {
+        pending.push_back(
+            {0, 0, ev.block_hashes[i], static_cast<int32_t>(pending_partials.size())});
+        pending_partials.push_back(cur);
+      }
+    }
+  } else {
+    ++r.rejected;  // a child whose pages do not fit its parent's block size
+    return false;
+  }
+
+  for (Pending& p : pending) {
+    if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
+    p.engine_mix = EngineMix(p.engine.value);
+  }
+  return true;
+}
+
+void PrefixIndex::Impl::IndexStored(const BlockStored& ev, const StoredPlan& plan, ApplyResult& r) {
+  const SourceConfig& cfg = plan.src->config;
+  Instance& inst = *plan.inst;
+  const uint32_t scope_id = plan.scope_id;
+  const uint32_t holder = plan.holder;
+  const uint32_t t = plan.t;
+  // Stage 2, under the exclusive lock in chunks: presence and maps.
+  WLock();
+  std::vector<BlockRef>* object = nullptr;
+  if (ev.wire.object_key && cfg.is_store()) {
+    object = &inst.objects[*ev.wire.object_key];
+    object->clear();
+  }
+  // Prefetch the table and engine-map slots a few blocks ahead: the walk is memory-bound.
+  constexpr size_t kAhead = 6;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (i + kAhead < pending.size()) {
+      const Pending& next = pending[i + kAhead];
+      table.Prefetch(next.key_hash);
+      inst.engine.Prefetch2(next.engine_mix);
+    }
+    const Pending& p = pending[i];
+    if (p.partial >= 0) {
+      inst.partials[p.engine.value] = std::move(pending_partials[p.partial]);
+      EngineErase(inst, p.engine.value);
+      continue;
+    }
+    GrowOutside(table);
+    GrowOutside(inst.engine);
+    const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
+    const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
+      if (slot.tag != tag) return false;
+      const Block& b = block(slot.idx);
+      return b.hash == p.hash && b.scope == scope_id && b.ns == p.ns;
+    });
+    uint32_t idx;
+    if (!found) {
+      idx = AllocBlock(p.hash, scope_id, p.ns, p.key_hash, pos);
+    } else {
+      idx = table.at(pos).idx;
+      if (evicting()) {
+        touch(idx).store(clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+      }
+    }
+    if (AddPresence(idx, static_cast<uint16_t>(holder), t)) {
+      ++r.stored;
+    } else {
+      ++r.duplicates;
+    }
+    EngineSet(inst, p.engine.value, p.engine_mix, idx);
+    if (!inst.partials.empty()) inst.partials.erase(p.engine.value);
+    if (object != nullptr) object->push_back({idx, block(idx).gen});
+    Tick();
+  }
+}
+
 void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
                                     std::optional<DpRank> batch_rank, ApplyResult& r) {
   const size_t n = ev.block_hashes.size();
@@ -129,136 +298,10 @@ void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
     return;
   }
 
-  // Stage 1, outside the lock: the key of every block.
-  pending.clear();
-  pending_partials.clear();
-  const uint64_t seed = cfg.hash_seed;
-  if (standard) {
-    for (const EngineHash& h : ev.block_hashes) pending.push_back({h.value, 0, h, -1});
-  } else if (!tokens || (parent_idx != kNone && block(parent_idx).ns != 0)) {
-    // Tokenless (or below a tokenless parent): the instance's engine-hash chain is the key.
-    bool have = parent_idx != kNone;
-    uint64_t prev = have ? block(parent_idx).hash : 0;
-    uint32_t ns = have && block(parent_idx).ns != 0 ? block(parent_idx).ns : 1 + ii;
-    for (const EngineHash& h : ev.block_hashes) {
-      const uint32_t known = EngineLookup(inst, h.value);
-      if (known != kNone && block(known).scope == scope_id) {
-        pending.push_back({block(known).hash, block(known).ns, h, -1});
-        prev = block(known).hash;
-        ns = block(known).ns != 0 ? block(known).ns : 1 + ii;
-      } else {
-        prev = ChainPrefixHash(have ? std::optional<PrefixHash>(PrefixHash{prev}) : std::nullopt,
-                               LocalBlockHash{h.value}, seed)
-                   .value;
-        pending.push_back({prev, ns, h, -1});
-        ++r.tokenless;
-      }
-      have = true;
-    }
-  } else if (page == bs && parent_partial == nullptr) {
-    std::optional<PrefixHash> prev;
-    if (parent_idx != kNone) prev = PrefixHash{block(parent_idx).hash};
-    const std::span<const TokenId> all(ev.token_ids);
-    const size_t mm = ev.multimodal.size();
-    pending.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      LocalBlockHash local = HashBlockTokens(all.subspan(i * bs, bs), seed);
-      if (i < mm && !ev.multimodal[i].empty()) {
-        local = MixMultimodalKeys(local, ev.multimodal[i], seed);
-      }
-      prev = ChainPrefixHash(prev, local, seed);
-      Pending& p = pending[i];
-      p.hash = prev->value;
-      p.ns = 0;
-      p.engine = ev.block_hashes[i];
-      p.partial = -1;
-    }
-  } else if (page < bs && bs % page == 0) {
-    // Page accumulation: pages fill blocks; a page completing a block maps to that block.
-    Partial cur;
-    cur.scope = scope_id;
-    if (parent_partial != nullptr) {
-      cur = *parent_partial;
-    } else if (parent_idx != kNone) {
-      cur.has_before = true;
-      cur.before = block(parent_idx).hash;
-    }
-    const std::span<const TokenId> all(ev.token_ids);
-    for (size_t i = 0; i < n; ++i) {
-      auto pg = all.subspan(i * page, page);
-      cur.tokens.insert(cur.tokens.end(), pg.begin(), pg.end());
-      if (cur.tokens.size() == bs) {
-        const LocalBlockHash local = HashBlockTokens(cur.tokens, seed);
-        const PrefixHash h = ChainPrefixHash(
-            cur.has_before ? std::optional<PrefixHash>(PrefixHash{cur.before}) : std::nullopt,
-            local, seed);
-        pending.push_back({h.value, 0, ev.block_hashes[i], -1});
-        cur.has_before = true;
-        cur.before = h.value;
-        cur.tokens.clear();
-      } else {
-        pending.push_back(
-            {0, 0, ev.block_hashes[i], static_cast<int32_t>(pending_partials.size())});
-        pending_partials.push_back(cur);
-      }
-    }
-  } else {
-    ++r.rejected;  // a child whose pages do not fit its parent's block size
-    return;
-  }
-
-  for (Pending& p : pending) {
-    if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
-    p.engine_mix = EngineMix(p.engine.value);
-  }
-  // Stage 2, under the exclusive lock in chunks: presence and maps.
-  WLock();
-  std::vector<BlockRef>* object = nullptr;
-  if (ev.wire.object_key && cfg.is_store()) {
-    object = &inst.objects[*ev.wire.object_key];
-    object->clear();
-  }
-  // Prefetch the table and engine-map slots a few blocks ahead: the walk is memory-bound.
-  constexpr size_t kAhead = 6;
-  for (size_t i = 0; i < pending.size(); ++i) {
-    if (i + kAhead < pending.size()) {
-      const Pending& next = pending[i + kAhead];
-      table.Prefetch(next.key_hash);
-      inst.engine.Prefetch2(next.engine_mix);
-    }
-    const Pending& p = pending[i];
-    if (p.partial >= 0) {
-      inst.partials[p.engine.value] = std::move(pending_partials[p.partial]);
-      EngineErase(inst, p.engine.value);
-      continue;
-    }
-    GrowOutside(table);
-    GrowOutside(inst.engine);
-    const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
-    const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
-      if (slot.tag != tag) return false;
-      const Block& b = block(slot.idx);
-      return b.hash == p.hash && b.scope == scope_id && b.ns == p.ns;
-    });
-    uint32_t idx;
-    if (!found) {
-      idx = AllocBlock(p.hash, scope_id, p.ns, p.key_hash, pos);
-    } else {
-      idx = table.at(pos).idx;
-      if (evicting()) {
-        touch(idx).store(clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-      }
-    }
-    if (AddPresence(idx, static_cast<uint16_t>(holder), t)) {
-      ++r.stored;
-    } else {
-      ++r.duplicates;
-    }
-    EngineSet(inst, p.engine.value, p.engine_mix, idx);
-    if (!inst.partials.empty()) inst.partials.erase(p.engine.value);
-    if (object != nullptr) object->push_back({idx, block(idx).gen});
-    Tick();
-  }
+  const StoredPlan plan{&src,       &inst,          ii,       standard, tokens, t, page,
+                        parent_idx, parent_partial, scope_id, bs,       holder};
+  if (!KeyStored(ev, plan, r)) return;
+  IndexStored(ev, plan, r);
   tokenless += r.tokenless - tokenless_before;
   MaybeEvict(r);
   MaybeRecycle();

@@ -47,7 +47,7 @@
 #include "instance_state.h"
 #include "rw_lock.h"
 
-// A function on the apply path, forced inline (see Impl::Tick()).
+// A function on the apply or match path, forced inline (see Impl::Tick()).
 #define KVINDEX_HOT [[gnu::always_inline]] inline
 
 namespace kvindex {
@@ -147,12 +147,17 @@ struct PrefixIndex::Impl {
     }
   }
 
-  Block& block(uint32_t idx) { return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)]; }
-  const Block& block(uint32_t idx) const {
+  // The record accessors are forced inline: the apply and match paths call them per block, also
+  // from the forced-inline stages of ApplyStored() and Match(), whose calls the compiler would
+  // otherwise weigh against its growth limit for those large functions.
+  KVINDEX_HOT Block& block(uint32_t idx) {
+    return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
+  }
+  KVINDEX_HOT const Block& block(uint32_t idx) const {
     return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
   }
   bool evicting() const { return options.max_blocks > 0; }
-  std::atomic<uint64_t>& touch(uint32_t idx) const {
+  KVINDEX_HOT std::atomic<uint64_t>& touch(uint32_t idx) const {
     return touch_chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
   }
 
@@ -477,10 +482,18 @@ struct PrefixIndex::Impl {
   // blocks included). `batch_rank` is the batch's DP rank, if any.
   void ApplyStored(uint32_t sid, const BlockStored& ev, std::optional<DpRank> batch_rank,
                    ApplyResult& r);
+  // ApplyStored()'s stages, forced inline into it, after it resolved the event's parent, scope,
+  // tier and holder (StoredPlan, apply.cpp): the keys of the blocks, into `pending` (false: the
+  // event is rejected, counted in `r`), then the presences and maps, under the exclusive lock.
+  struct StoredPlan;
+  KVINDEX_HOT bool KeyStored(const BlockStored& ev, const StoredPlan& plan, ApplyResult& r);
+  KVINDEX_HOT void IndexStored(const BlockStored& ev, const StoredPlan& plan, ApplyResult& r);
+  // Applies a remove of source `sid` (unknown hashes counted as unmapped), adding to `r`.
   void ApplyRemoved(uint32_t sid, const BlockRemoved& ev, std::optional<DpRank> batch_rank,
                     ApplyResult& r);
   // Removes the tiers in `mask` of every holder of source `sid` (chunked scan of all blocks).
   void ClearHolders(uint32_t sid, uint16_t mask, ApplyResult& r);
+  // Applies a Mooncake store update of source `sid` (the replicas of a stored key), adding to `r`.
   void ApplyStoreUpdate(uint32_t sid, const StoreUpdate& ev, ApplyResult& r);
 
   // ---------------------------------------------------------------- queries (match.cpp)
@@ -501,6 +514,12 @@ struct PrefixIndex::Impl {
   Result<PrefixMatch> Match(const MatchQuery& q, Mode mode, std::span<const TokenId> tokens,
                             std::span<const EngineHash> engine,
                             std::span<const PrefixHash> prefix) const;
+  // Match()'s stages, forced inline into it: the walk of the group led by `lead` by token ids
+  // or prefix hashes (the software-pipelined resolution of their keys), and the answer built from
+  // the walks.
+  KVINDEX_HOT void WalkKeyed(Scratch& sc, Mode mode, std::span<const TokenId> tokens,
+                             std::span<const PrefixHash> prefix, const Member& lead) const;
+  KVINDEX_HOT void CollectResults(const Scratch& sc, PrefixMatch& out) const;
 };
 
 }  // namespace kvindex

@@ -171,6 +171,146 @@ void PrefixIndex::Impl::Walk(Scratch& sc, size_t n, Resolve&& resolve) const {
   }
 }
 
+void PrefixIndex::Impl::WalkKeyed(Scratch& sc, Mode mode, std::span<const TokenId> tokens,
+                                  std::span<const PrefixHash> prefix, const Member& lead) const {
+  const uint32_t scope = lead.scope;
+  const size_t n = mode == Mode::kTokens ? tokens.size() / lead.block_size : prefix.size();
+  const size_t bs = lead.block_size;
+  const uint64_t seed = lead.seed;
+  sc.hashes.clear();
+  sc.keys.resize(n);
+  sc.key_hashes.resize(n);
+  sc.resolved.resize(n);
+  // Software pipeline over the walk (memory-level parallelism: the walk is bound by dependent
+  // cache misses per block: a table slot, then the block record, then for blocks with more
+  // than two holders their presence array). Depth d + kSlotAhead gets its key (token ids
+  // hashed lazily, a chunk of 8 at a time) and its table slot prefetched; depth d + kRecAhead
+  // gets a candidate record and prefetches it; depth d + kVerifyAhead gets its candidate
+  // verified and an overflow presence array prefetched; depth d is walked. A miss wastes at
+  // most kSlotAhead keys.
+  //
+  // The candidate comes from the table (the slot's 32-bit tag), or, while the chain runs
+  // through consecutive records, is guessed as the record next to the previous depth's: a
+  // chain stored by one event gets consecutive records (AllocBlock), so most of a long
+  // prompt's blocks lie side by side and the guess skips the table slot and its cache miss.
+  // A guess is only a candidate: verification compares the full key and requires a live
+  // record (count > 0; a freed record keeps its stale key), exactly as for a tag hit. While
+  // guessing, keys get no slot prefetch (the guess makes it useless); a failed guess issues
+  // the prefetches of the keys made since, falls back to the table, and stops guessing until
+  // two verified depths are adjacent again.
+  constexpr size_t kSlotAhead = 16;
+  constexpr size_t kRecAhead = 8;
+  constexpr size_t kVerifyAhead = 3;
+  size_t keyed = 0;
+  size_t probed = 0;
+  size_t verified = 0;
+  int64_t step = 0;  // 0: not guessing; else the record step between adjacent depths (+1, -1)
+  auto key_to = [&](size_t end) {
+    if (mode == Mode::kTokens) {
+      end = std::min(n, std::max(end, keyed + 8));
+      std::optional<PrefixHash> parent;
+      if (!sc.hashes.empty()) parent = sc.hashes.back();
+      AppendPrefixHashes(tokens.subspan(keyed * bs, (end - keyed) * bs), static_cast<uint32_t>(bs),
+                         parent, seed, sc.hashes);
+    }
+    for (size_t k = keyed; k < end; ++k) {
+      const uint64_t key = mode == Mode::kTokens ? sc.hashes[k].value : prefix[k].value;
+      sc.keys[k] = key;
+      sc.key_hashes[k] = KeyHash(key, scope, 0);
+      if (step == 0) table.Prefetch(sc.key_hashes[k]);
+    }
+    keyed = end;
+  };
+  auto probe_table = [&](size_t k) {
+    const uint64_t h = sc.key_hashes[k];
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
+    const size_t pos = table.Find(h, [tag](const BlockSlot& slot) { return slot.tag == tag; });
+    return pos == table.kNotFound ? kNone : table.at(pos).idx;
+  };
+  auto probe = [&](size_t k) {
+    uint32_t cand = kNone;
+    if (step != 0 && k > 0 && sc.resolved[k - 1] != kNone) {
+      const int64_t guess = static_cast<int64_t>(sc.resolved[k - 1]) + step;
+      if (guess >= 0 && guess < static_cast<int64_t>(allocated))
+        cand = static_cast<uint32_t>(guess);
+    }
+    if (cand == kNone) cand = probe_table(k);
+    sc.resolved[k] = cand;
+    if (cand != kNone) __builtin_prefetch(&block(cand));
+  };
+  Walk(sc, n, [&](size_t d) -> uint32_t {
+    if (keyed < n && keyed < d + kSlotAhead) key_to(std::min(n, d + kSlotAhead));
+    for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) probe(probed);
+    for (const size_t end = std::min(n, d + kVerifyAhead); verified < end; ++verified) {
+      const size_t k = verified;
+      uint32_t cand = sc.resolved[k];
+      if (cand == kNone) continue;  // no slot carries the tag: absent
+      const Block& b = block(cand);
+      if (b.hash != sc.keys[k] || b.scope != scope || b.ns != 0 || b.count == 0) {
+        // A tag collision or a failed guess: the full probe. Depths probed after this one
+        // were guessed from it: probe them again.
+        if (step != 0) {
+          // Guessing skipped the slot prefetches of the keys made since: issue them now.
+          for (size_t j = k; j < keyed; ++j) table.Prefetch(sc.key_hashes[j]);
+          step = 0;
+        }
+        cand = FindBlockHashed(sc.key_hashes[k], sc.keys[k], scope, 0);
+        sc.resolved[k] = cand;
+        for (size_t j = k + 1; j < probed; ++j) probe(j);
+        if (cand == kNone) continue;
+      }
+      if (k > 0 && sc.resolved[k - 1] != kNone) {
+        const int64_t delta = static_cast<int64_t>(cand) - static_cast<int64_t>(sc.resolved[k - 1]);
+        step = delta == 1 || delta == -1 ? delta : 0;
+      }
+      const Block& found = block(cand);
+      if (!found.inline_store()) {
+        // Up to four cache lines of presences (64 holders).
+        const char* p = reinterpret_cast<const char*>(found.store.heap);
+        const size_t bytes = std::min<size_t>(found.count * sizeof(Presence), 256);
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+      }
+    }
+    return sc.resolved[d];
+  });
+}
+
+void PrefixIndex::Impl::CollectResults(const Scratch& sc, PrefixMatch& out) const {
+  // Results.
+  out.instances.reserve(sc.members.size());
+  const uint32_t nt = sc.ntiers;
+  for (size_t li = 0; li < sc.members.size(); ++li) {
+    const Member& x = sc.members[li];
+    const uint32_t* counts = &sc.tier_counts[li * nt];
+    const InstQuery& iq = inst_q[x.inst];
+    InstanceMatch& im = out.instances.emplace_back();
+    im.instance = iq.name;
+    im.block_size = x.block_size;
+    const uint64_t bs = x.block_size;
+    im.longest_matched = x.matched * bs;
+    im.gpu = counts[0] * bs;
+    im.cpu = counts[1] * bs;
+    im.disk = counts[2] * bs;
+    for (uint32_t t = 3; t < nt; ++t) {
+      if (counts[t] > 0) im.other_tiers.emplace_back(tier_names[t], counts[t] * bs);
+    }
+    if (iq.one_rank) {
+      im.dp.push_back({iq.rank, sc.holder_depth[iq.holder] * bs});
+    } else if (iq.holder == kNoHolder) {
+      const Instance& inst = *instances[x.inst];
+      for (DpRank rank : inst.ranks) {
+        uint64_t depth = 0;
+        for (uint16_t h : inst.holders) {
+          if (holders[h].has_rank && holders[h].rank == rank) {
+            depth = std::max<uint64_t>(depth, sc.holder_depth[h]);
+          }
+        }
+        im.dp.push_back({rank, depth * bs});
+      }
+    }
+  }
+}
+
 Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
                                              std::span<const TokenId> tokens,
                                              std::span<const EngineHash> engine,
@@ -267,140 +407,9 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
       });
       continue;
     }
-    const size_t n = mode == Mode::kTokens ? tokens.size() / lead.block_size : prefix.size();
-    const size_t bs = lead.block_size;
-    const uint64_t seed = lead.seed;
-    sc.hashes.clear();
-    sc.keys.resize(n);
-    sc.key_hashes.resize(n);
-    sc.resolved.resize(n);
-    // Software pipeline over the walk (memory-level parallelism: the walk is bound by dependent
-    // cache misses per block: a table slot, then the block record, then for blocks with more
-    // than two holders their presence array). Depth d + kSlotAhead gets its key (token ids
-    // hashed lazily, a chunk of 8 at a time) and its table slot prefetched; depth d + kRecAhead
-    // gets a candidate record and prefetches it; depth d + kVerifyAhead gets its candidate
-    // verified and an overflow presence array prefetched; depth d is walked. A miss wastes at
-    // most kSlotAhead keys.
-    //
-    // The candidate comes from the table (the slot's 32-bit tag), or, while the chain runs
-    // through consecutive records, is guessed as the record next to the previous depth's: a
-    // chain stored by one event gets consecutive records (AllocBlock), so most of a long
-    // prompt's blocks lie side by side and the guess skips the table slot and its cache miss.
-    // A guess is only a candidate: verification compares the full key and requires a live
-    // record (count > 0; a freed record keeps its stale key), exactly as for a tag hit. While
-    // guessing, keys get no slot prefetch (the guess makes it useless); a failed guess issues
-    // the prefetches of the keys made since, falls back to the table, and stops guessing until
-    // two verified depths are adjacent again.
-    constexpr size_t kSlotAhead = 16;
-    constexpr size_t kRecAhead = 8;
-    constexpr size_t kVerifyAhead = 3;
-    size_t keyed = 0;
-    size_t probed = 0;
-    size_t verified = 0;
-    int64_t step = 0;  // 0: not guessing; else the record step between adjacent depths (+1, -1)
-    auto key_to = [&](size_t end) {
-      if (mode == Mode::kTokens) {
-        end = std::min(n, std::max(end, keyed + 8));
-        std::optional<PrefixHash> parent;
-        if (!sc.hashes.empty()) parent = sc.hashes.back();
-        AppendPrefixHashes(tokens.subspan(keyed * bs, (end - keyed) * bs),
-                           static_cast<uint32_t>(bs), parent, seed, sc.hashes);
-      }
-      for (size_t k = keyed; k < end; ++k) {
-        const uint64_t key = mode == Mode::kTokens ? sc.hashes[k].value : prefix[k].value;
-        sc.keys[k] = key;
-        sc.key_hashes[k] = KeyHash(key, scope, 0);
-        if (step == 0) table.Prefetch(sc.key_hashes[k]);
-      }
-      keyed = end;
-    };
-    auto probe_table = [&](size_t k) {
-      const uint64_t h = sc.key_hashes[k];
-      const uint32_t tag = static_cast<uint32_t>(h >> 32);
-      const size_t pos = table.Find(h, [tag](const BlockSlot& slot) { return slot.tag == tag; });
-      return pos == table.kNotFound ? kNone : table.at(pos).idx;
-    };
-    auto probe = [&](size_t k) {
-      uint32_t cand = kNone;
-      if (step != 0 && k > 0 && sc.resolved[k - 1] != kNone) {
-        const int64_t guess = static_cast<int64_t>(sc.resolved[k - 1]) + step;
-        if (guess >= 0 && guess < static_cast<int64_t>(allocated))
-          cand = static_cast<uint32_t>(guess);
-      }
-      if (cand == kNone) cand = probe_table(k);
-      sc.resolved[k] = cand;
-      if (cand != kNone) __builtin_prefetch(&block(cand));
-    };
-    Walk(sc, n, [&](size_t d) -> uint32_t {
-      if (keyed < n && keyed < d + kSlotAhead) key_to(std::min(n, d + kSlotAhead));
-      for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) probe(probed);
-      for (const size_t end = std::min(n, d + kVerifyAhead); verified < end; ++verified) {
-        const size_t k = verified;
-        uint32_t cand = sc.resolved[k];
-        if (cand == kNone) continue;  // no slot carries the tag: absent
-        const Block& b = block(cand);
-        if (b.hash != sc.keys[k] || b.scope != scope || b.ns != 0 || b.count == 0) {
-          // A tag collision or a failed guess: the full probe. Depths probed after this one
-          // were guessed from it: probe them again.
-          if (step != 0) {
-            // Guessing skipped the slot prefetches of the keys made since: issue them now.
-            for (size_t j = k; j < keyed; ++j) table.Prefetch(sc.key_hashes[j]);
-            step = 0;
-          }
-          cand = FindBlockHashed(sc.key_hashes[k], sc.keys[k], scope, 0);
-          sc.resolved[k] = cand;
-          for (size_t j = k + 1; j < probed; ++j) probe(j);
-          if (cand == kNone) continue;
-        }
-        if (k > 0 && sc.resolved[k - 1] != kNone) {
-          const int64_t delta =
-              static_cast<int64_t>(cand) - static_cast<int64_t>(sc.resolved[k - 1]);
-          step = delta == 1 || delta == -1 ? delta : 0;
-        }
-        const Block& found = block(cand);
-        if (!found.inline_store()) {
-          // Up to four cache lines of presences (64 holders).
-          const char* p = reinterpret_cast<const char*>(found.store.heap);
-          const size_t bytes = std::min<size_t>(found.count * sizeof(Presence), 256);
-          for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
-        }
-      }
-      return sc.resolved[d];
-    });
+    WalkKeyed(sc, mode, tokens, prefix, lead);
   }
-  // Results.
-  out.instances.reserve(sc.members.size());
-  const uint32_t nt = sc.ntiers;
-  for (size_t li = 0; li < sc.members.size(); ++li) {
-    const Member& x = sc.members[li];
-    const uint32_t* counts = &sc.tier_counts[li * nt];
-    const InstQuery& iq = inst_q[x.inst];
-    InstanceMatch& im = out.instances.emplace_back();
-    im.instance = iq.name;
-    im.block_size = x.block_size;
-    const uint64_t bs = x.block_size;
-    im.longest_matched = x.matched * bs;
-    im.gpu = counts[0] * bs;
-    im.cpu = counts[1] * bs;
-    im.disk = counts[2] * bs;
-    for (uint32_t t = 3; t < nt; ++t) {
-      if (counts[t] > 0) im.other_tiers.emplace_back(tier_names[t], counts[t] * bs);
-    }
-    if (iq.one_rank) {
-      im.dp.push_back({iq.rank, sc.holder_depth[iq.holder] * bs});
-    } else if (iq.holder == kNoHolder) {
-      const Instance& inst = *instances[x.inst];
-      for (DpRank rank : inst.ranks) {
-        uint64_t depth = 0;
-        for (uint16_t h : inst.holders) {
-          if (holders[h].has_rank && holders[h].rank == rank) {
-            depth = std::max<uint64_t>(depth, sc.holder_depth[h]);
-          }
-        }
-        im.dp.push_back({rank, depth * bs});
-      }
-    }
-  }
+  CollectResults(sc, out);
   return out;
 }
 
