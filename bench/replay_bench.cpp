@@ -1,5 +1,5 @@
 // Trace replay benchmarks on the full Mooncake conversation trace (12,031 requests, 288,500
-// blocks, 3.0 MB; ../shared/traces/conversation_trace.jsonl). SPEC §8 targets: parse <= 30 ms,
+// blocks, 3.0 MB; traces/mooncake/conversation_trace.jsonl). SPEC §8 targets: parse <= 30 ms,
 // one LRU configuration <= 15 ms. The parse baseline in the same binary is nlohmann_json
 // building a DOM per line and copying the fields out (what a first version would do).
 // Run by scripts/bench-replay.sh, which also times the 9-configuration sweep end to end against
@@ -18,7 +18,8 @@
 
 namespace {
 
-const std::string kTracePath = std::string(KVINDEX_SHARED_DIR) + "/traces/conversation_trace.jsonl";
+const std::string kTracePath =
+    std::string(KVINDEX_SOURCE_DIR) + "/traces/mooncake/conversation_trace.jsonl";
 
 const std::string& TraceText() {
   static const std::string text = [] {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Trace replay benchmarks (SPEC §8; docs/benchmarks.md "Trace replay"), on the full Mooncake
-# conversation trace (../shared/traces/conversation_trace.jsonl: 12,031 requests, 288,500 blocks):
+# conversation trace (traces/mooncake/conversation_trace.jsonl: 12,031 requests, 288,500 blocks):
 #   1. bench/replay_bench (Google Benchmark): parse (kvindex vs an nlohmann_json baseline),
 #      id preparation, and the time of single configurations;
 #   2. the 9-configuration sweep (lru, lfu, fifo × 1,000, 10,000, inf blocks; one instance) end to
@@ -12,14 +12,14 @@
 #   scripts/bench-replay.sh --plots
 # instead regenerates the checked-in charts docs/img/*.svg (README.md, docs/simulation.md) and
 # prints the tier tables behind them: the bundled sample and both public traces
-# (../shared/traces, or $KVINDEX_SHARED_DIR/traces), with shared CPU/disk tiers and --plot.
+# (traces/mooncake/), with shared CPU/disk tiers and --plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--plots" ]; then
-  SHARED=${KVINDEX_SHARED_DIR:-../shared}/traces
+  MOONCAKE=traces/mooncake
   for t in conversation synthetic; do
-    [ -f "$SHARED/${t}_trace.jsonl" ] || { echo "bench-replay: trace not found: $SHARED/${t}_trace.jsonl" >&2; exit 1; }
+    [ -f "$MOONCAKE/${t}_trace.jsonl" ] || { echo "bench-replay: trace not found: $MOONCAKE/${t}_trace.jsonl" >&2; exit 1; }
   done
   cmake -S . -B build/bench-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVINDEX_BUILD_TESTS=OFF \
     -DKVINDEX_BUILD_BENCHMARKS=ON >/dev/null
@@ -34,18 +34,18 @@ if [ "${1:-}" = "--plots" ]; then
   "$KVINDEX" replay traces/sample.jsonl --instances 4 --capacity 200,1000 \
     --cpu-capacity none,2000 --disk-capacity none,8000 --router round-robin,cache-aware
   echo "== conversation: over time, 5-minute windows -> docs/img/conversation-over-time.svg =="
-  "$KVINDEX" replay "$SHARED/conversation_trace.jsonl" --instances 4 --capacity 2000 \
+  "$KVINDEX" replay "$MOONCAKE/conversation_trace.jsonl" --instances 4 --capacity 2000 \
     --cpu-capacity 8000 --policy lru,prefix-lru --router round-robin,cache-aware --window 300 \
     --plot docs/img/conversation-over-time.svg
   for t in conversation synthetic; do
     echo "== $t: GPU capacity x (no / 8,000-block CPU pool) x (no / 32,000-block disk) -> docs/img/$t-tiers.svg =="
-    "$KVINDEX" replay "$SHARED/${t}_trace.jsonl" --instances 4 \
+    "$KVINDEX" replay "$MOONCAKE/${t}_trace.jsonl" --instances 4 \
       --capacity 250,500,1000,2000,4000,8000 --cpu-capacity none,8000 --disk-capacity none,32000 \
       --router round-robin,cache-aware --plot "docs/img/$t-tiers.svg"
   done
   exit 0
 fi
-TRACE=${1:-../shared/traces/conversation_trace.jsonl}
+TRACE=${1:-traces/mooncake/conversation_trace.jsonl}
 [ -f "$TRACE" ] || { echo "bench-replay: trace not found: $TRACE" >&2; exit 1; }
 PY=/usr/bin/python3
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

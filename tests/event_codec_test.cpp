@@ -209,8 +209,7 @@ TEST_CASE("The detected format follows the era and the hint") {
 }
 
 TEST_CASE("Golden captures of the real publishers decode, detect and re-encode exactly") {
-  const auto shared = test::SharedDir();
-  if (shared.empty()) return;
+  const auto golden = test::TestDataDir() / "golden";
   struct Golden {
     const char* file;
     FormatHint hint;
@@ -220,7 +219,7 @@ TEST_CASE("Golden captures of the real publishers decode, detect and re-encode e
                           Golden{"sglang_006d053f.json", FormatHint::kSglang,
                                  WireFormat::kSglang}}) {
     CAPTURE(g.file);
-    const auto doc = nlohmann::json::parse(test::ReadFile(shared / "reference/golden" / g.file));
+    const auto doc = nlohmann::json::parse(test::ReadFile(golden / g.file));
     std::vector<nlohmann::json> cases(doc["frames"].begin(), doc["frames"].end());
     cases.insert(cases.end(), doc["encoded_only"].begin(), doc["encoded_only"].end());
     REQUIRE(cases.size() >= 14);

@@ -73,11 +73,10 @@ TEST_CASE("A live message must be [topic, seq8, payload]") {
 }
 
 TEST_CASE("Replay requests and replies match the golden captures") {
-  const auto shared = test::SharedDir();
-  if (shared.empty()) return;
+  const auto golden = test::TestDataDir() / "golden";
   for (const char* file : {"vllm_v0_9_0.json", "sglang_006d053f.json"}) {
     CAPTURE(file);
-    const auto doc = nlohmann::json::parse(test::ReadFile(shared / "reference/golden" / file));
+    const auto doc = nlohmann::json::parse(test::ReadFile(golden / file));
     for (const char* which : {"ranged", "past_end"}) {
       CAPTURE(which);
       const auto& replay = doc["replay"][which];

@@ -76,12 +76,7 @@ struct Checker : IngestObserver {
 
 void CrossCheck(const std::string& flags) {
   CAPTURE(flags);
-  const std::filesystem::path binary =
-      std::filesystem::path(KVINDEX_BINARY_DIR) / "tools" / "kvindex" / "kvindex";
-  if (!std::filesystem::exists(binary)) {
-    MESSAGE("skipping: kvindex binary not built (KVINDEX_BUILD_TOOLS=OFF)");
-    return;
-  }
+  const std::filesystem::path binary = KVINDEX_CLI_BINARY;
   const auto dir = std::filesystem::temp_directory_path() /
                    ("kvindex_fake_index_" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir);

@@ -197,8 +197,7 @@ TEST_SUITE("request_trace") {
   }
 
   TEST_CASE("The public Mooncake traces read completely (seed-facts §4.1)") {
-    const auto shared = test::SharedDir();
-    if (shared.empty()) return;
+    const auto traces = test::TracesDir() / "mooncake";
     struct Expect {
       const char* name;
       size_t requests;
@@ -207,7 +206,7 @@ TEST_SUITE("request_trace") {
     for (const Expect& e : {Expect{"conversation_trace.jsonl", 12031, 288500},
                             Expect{"synthetic_trace.jsonl", 3993, 121877}}) {
       CAPTURE(e.name);
-      auto trace = ReadTrace((shared / "traces" / e.name).string());
+      auto trace = ReadTrace((traces / e.name).string());
       REQUIRE(trace.ok());
       CHECK(trace->format == TraceFormat::kMooncake);
       CHECK(trace->requests.size() == e.requests);

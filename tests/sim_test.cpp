@@ -387,8 +387,7 @@ TEST_SUITE("sim") {
   }
 
   TEST_CASE("Storage-benchmark mode reproduces the reference numbers of seed-facts §4.6") {
-    const std::filesystem::path shared = test::SharedDir();
-    if (shared.empty()) return;
+    const std::filesystem::path traces = test::TracesDir() / "mooncake";
     struct Row {
       const char* file;
       uint64_t max_requests;
@@ -407,7 +406,7 @@ TEST_SUITE("sim") {
       CAPTURE(row.max_requests);
       TraceReaderOptions options;
       options.max_requests = row.max_requests;
-      auto trace = ReadTrace((shared / "traces" / row.file).string(), options);
+      auto trace = ReadTrace((traces / row.file).string(), options);
       REQUIRE(trace.ok());
       auto prepared = PreparedTrace::Prepare(*trace);
       REQUIRE(prepared.ok());

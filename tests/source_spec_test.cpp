@@ -104,9 +104,7 @@ TEST_CASE("Bad --source values fail with one line naming the part") {
 }
 
 TEST_CASE("The upstream conductor's example config parses, honouring instance_id") {
-  const auto dir = test::SharedDir();
-  if (dir.empty()) return;
-  const auto path = dir / "reference/mooncake/mooncake-conductor/example/conductor_config.json";
+  const auto path = test::TestDataDir() / "mooncake/conductor_config.json";
   auto r = ParseSourcesConfig(test::ReadFile(path), "conductor_config.json");
   REQUIRE(r.ok());
   REQUIRE(r->sources.size() == 2);

@@ -31,15 +31,6 @@ expect_stderr_lines() {
   [ "$n" -eq "$1" ] || fail "expected $1 stderr line(s), got $n"
 }
 
-# Shared data: skipped with a message locally, a failure under CI.
-require_shared() {
-  local path=${KVINDEX_SHARED_DIR:-}/$1
-  if [ ! -e "$path" ]; then
-    if [ -n "${CI:-}" ]; then echo "FAIL: shared data missing under CI: $path" >&2; exit 1; fi
-    echo "skipping: shared data not found: $path"; exit 0
-  fi
-}
-
 finish() {
   if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed" >&2

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # The two golden captures of real publisher bytes (vLLM v0.9.0 and an early SGLang,
-# ../shared/reference/golden/): publishing their logical content with `--batches` must give the
+# tests/data/golden/): publishing their logical content with `--batches` must give the
 # same payload bytes, topic and sequence frames, and the replay ROUTER must answer the golden
 # replay requests (ranged, past the end) with the golden reply frames.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/publish_fake_lib.bash"
-require_shared reference/golden/vllm_v0_9_0.json
 
 for pair in "vllm_v0_9_0:vllm-v0.9" "sglang_006d053f:sglang"; do
-  golden=${KVINDEX_SHARED_DIR}/reference/golden/${pair%%:*}.json
+  golden=$KVINDEX_SOURCE_DIR/tests/data/golden/${pair%%:*}.json
   format=${pair##*:}
   "$PY" -c "
 import json, sys

@@ -116,8 +116,7 @@ expect_stderr_contains "--mode"
 
 # The public traces' reference numbers (seed-facts §4.6), through the CLI.
 [ "$failures" -eq 0 ] || finish
-require_shared traces/conversation_trace.jsonl
-run "$KVINDEX" replay "$KVINDEX_SHARED_DIR/traces/conversation_trace.jsonl" --mode storage-benchmark --json -
+run "$KVINDEX" replay "$KVINDEX_SOURCE_DIR/traces/mooncake/conversation_trace.jsonl" --mode storage-benchmark --json -
 expect_status 0 "conversation"
 cp "$stdout_file" "$TMP/conv.json"
 check_json "$TMP/conv.json" "[(r['requests'], r['total_blocks'], r['read_blocks'], r['write_blocks']) for r in d['results']] == [(12031, 288500, 105710, 182790)]"

@@ -153,10 +153,8 @@ expect_stderr_contains "no/such/dir/x.jsonl"
 # --- both public traces (118 and 213 of their requests are fully cached by then and publish
 # nothing): the derived trace is the oracle's expectation, and replays to its hit counts ----------
 [ "$failures" -eq 0 ] || finish
-require_shared traces/conversation_trace.jsonl
-require_shared traces/synthetic_trace.jsonl
 for t in conversation synthetic; do
-  ORIG=$KVINDEX_SHARED_DIR/traces/${t}_trace.jsonl
+  ORIG=$SRC/traces/mooncake/${t}_trace.jsonl
   run "$KVINDEX" publish-fake --format vllm --trace "$ORIG" --count 0 --block-size 4 \
     --capacity 200000 --out "$TMP/$t.kvcap"
   expect_status 0 "publish-fake --trace $t"

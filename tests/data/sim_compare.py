@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Differential test: `kvindex replay --json` against tests/data/sim_reference.py.
 
-  sim_compare.py KVINDEX WORKDIR [SHARED_TRACES_DIR]
+  sim_compare.py KVINDEX WORKDIR [MOONCAKE_TRACES_DIR]
 
 Writes seeded random traces (Mooncake and Bailian, with shared prefixes, repeated ids inside a
 request, equal and out-of-order timestamps) into WORKDIR, runs both simulators over a grid of
 every policy, router and several capacities and instance counts, and compares every count of every
-row and every instance exactly. With SHARED_TRACES_DIR, also the head of each public trace.
+row and every instance exactly; then the head of both public Mooncake traces (from
+MOONCAKE_TRACES_DIR, by default traces/mooncake/ of the checkout).
 Exits 1 listing the differences (and the seed / trace / configuration).
 """
 import json
@@ -17,6 +18,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "sim_reference.py")
+MOONCAKE_TRACES = os.path.join(HERE, "..", "..", "traces", "mooncake")
 COUNTS = ["requests", "blocks", "prefix_hit_blocks", "any_hit_blocks", "evictions",
           "input_tokens", "prefix_hit_tokens", "resident_blocks"]
 TIER_COUNTS = ["cpu_evictions", "disk_evictions"] + [
@@ -113,7 +115,7 @@ def compare(label, ours, theirs):
 
 def main():
     kvindex, work = sys.argv[1], sys.argv[2]
-    shared = sys.argv[3] if len(sys.argv) > 3 else ""
+    traces = sys.argv[3] if len(sys.argv) > 3 else MOONCAKE_TRACES
     problems = []
     rows = 0
     for seed in (1, 2):
@@ -136,24 +138,23 @@ def main():
                 ours, theirs = run_both(kvindex, path, args)
                 rows += len(ours)
                 problems += compare(f"seed {seed} {kind} {' '.join(tiers)}", ours, theirs)
-    if shared:
-        for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
-            path = os.path.join(shared, name)
-            args = ["--max-requests", "200", "--policy", ALL_POLICIES,
-                    "--router", "round-robin,cache-aware", "--capacity", "256",
-                    "--instances", "2"]
-            ours, theirs = run_both(kvindex, path, args)
-            rows += len(ours)
-            problems += compare(name, ours, theirs)
-            ours, theirs = run_both(kvindex, path, ["--max-requests", "300", "--capacity", "64",
-                                                    "--cpu-capacity", "128",
-                                                    "--disk-capacity", "256", "--instances", "2"])
-            rows += len(ours)
-            problems += compare(name + " tiers", ours, theirs)
-            ours, theirs = run_both(kvindex, path, ["--max-requests", "1000", "--router",
-                                                    "random,least-loaded", "--instances", "3"])
-            rows += len(ours)
-            problems += compare(name + " inf", ours, theirs)
+    for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
+        path = os.path.join(traces, name)
+        args = ["--max-requests", "200", "--policy", ALL_POLICIES,
+                "--router", "round-robin,cache-aware", "--capacity", "256",
+                "--instances", "2"]
+        ours, theirs = run_both(kvindex, path, args)
+        rows += len(ours)
+        problems += compare(name, ours, theirs)
+        ours, theirs = run_both(kvindex, path, ["--max-requests", "300", "--capacity", "64",
+                                                "--cpu-capacity", "128",
+                                                "--disk-capacity", "256", "--instances", "2"])
+        rows += len(ours)
+        problems += compare(name + " tiers", ours, theirs)
+        ours, theirs = run_both(kvindex, path, ["--max-requests", "1000", "--router",
+                                                "random,least-loaded", "--instances", "3"])
+        rows += len(ours)
+        problems += compare(name + " inf", ours, theirs)
     for p in problems[:50]:
         print("DIFF", p)
     if problems:

@@ -17,7 +17,7 @@
 // Corpus (tests/fuzz/corpus/event_codec/, binary payloads): the oracle vectors of
 // tests/data/event_codec_vectors.py and the golden captures' payloads, written by
 //   /usr/bin/python3 tests/data/event_codec_vectors.py --corpus
-//       tests/fuzz/corpus/event_codec ../shared/reference/golden
+//       tests/fuzz/corpus/event_codec tests/data/golden
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
