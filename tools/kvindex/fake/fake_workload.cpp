@@ -1,4 +1,4 @@
-#include "fake_workload.h"
+#include "fake/fake_workload.h"
 
 #include <algorithm>
 #include <cmath>
