@@ -12,7 +12,10 @@
 #include <CLI/CLI.hpp>
 
 #include "kvindex/files/capture.h"
+#include "kvindex/sim/block_cache.h"
+#include "kvindex/sim/simulator.h"
 
+#include "cli_validators.h"
 #include "commands.h"
 #include "replay_capture.h"
 #include "replay_options.h"
@@ -22,6 +25,29 @@ namespace kvindex::cli {
 namespace {
 
 enum class InputKind { kTrace, kCapture };
+
+// The largest --instances value (a cluster the simulator still runs in reasonable memory).
+constexpr int kMaxInstances = 1024;
+
+// The names --policy and --router accept, as the simulator spells them.
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (sim::PolicyKind kind : {sim::PolicyKind::kLru, sim::PolicyKind::kLfu, sim::PolicyKind::kFifo,
+                               sim::PolicyKind::kPrefixLru}) {
+    names.emplace_back(sim::PolicyName(kind));
+  }
+  return names;
+}
+
+std::vector<std::string> RouterNames() {
+  std::vector<std::string> names;
+  for (sim::RouterKind kind :
+       {sim::RouterKind::kRoundRobin, sim::RouterKind::kRandom, sim::RouterKind::kLeastLoaded,
+        sim::RouterKind::kCacheAware, sim::RouterKind::kSession}) {
+    names.emplace_back(sim::RouterName(kind));
+  }
+  return names;
+}
 
 // Tells what kind of file `path` is from its first bytes. A request trace is JSON Lines whose
 // first non-blank character is '{'; a capture file starts with its magic (docs/capture-format.md).
@@ -123,28 +149,39 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--skip-bad", options->skip_bad,
                 "Skip and count bad lines instead of failing on the first");
-  cmd->add_option("--capacity", options->capacity,
-                  "Cache blocks per instance, comma list; 'inf' = unbounded (default: inf)");
-  cmd->add_option("--policy", options->policy,
-                  "Eviction policies, comma list: lru, lfu, fifo, prefix-lru (default: lru)");
-  cmd->add_option("--router", options->router,
-                  "Routers, comma list: round-robin, random, least-loaded, cache-aware, session "
-                  "(default: round-robin)");
-  cmd->add_option("--instances", options->instances, "Instance counts, comma list (default: 1)");
+  CommaList(
+      cmd->add_option("--capacity", options->capacities,
+                      "Cache blocks per instance, comma list; 'inf' = unbounded (default: inf)"))
+      ->transform(Capacity(/*allow_none=*/false));
+  CommaList(
+      cmd->add_option("--policy", options->policies,
+                      "Eviction policies, comma list: lru, lfu, fifo, prefix-lru (default: lru)"))
+      ->check(CLI::IsMember(PolicyNames()));
+  CommaList(cmd->add_option("--router", options->routers,
+                            "Routers, comma list: round-robin, random, least-loaded, cache-aware, "
+                            "session (default: round-robin)"))
+      ->check(CLI::IsMember(RouterNames()));
+  CommaList(cmd->add_option("--instances", options->instances,
+                            "Instance counts, comma list (default: 1)"))
+      ->transform(Decimal())
+      ->check(CLI::Range(1, kMaxInstances));
   cmd->add_option("--seed", options->seed, "Seed of the random router (SplitMix64; default 0)");
   cmd->add_option("--threads", options->threads,
                   "Configurations simulated in parallel (default: hardware concurrency)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", options->json, "Write {\"results\": [row...]} to FILE ('-' = stdout)");
-  cmd->add_option("--cpu-capacity", options->cpu_capacity,
-                  "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers, comma list; "
-                  "'inf' = unbounded, 'none' = no CPU tier (default: none)");
-  cmd->add_option("--disk-capacity", options->disk_capacity,
-                  "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool, comma list; "
-                  "'inf' = unbounded, 'none' = no disk tier (default: none)");
+  CommaList(cmd->add_option("--cpu-capacity", options->cpu_capacities,
+                            "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers, "
+                            "comma list; 'inf' = unbounded, 'none' = no CPU tier (default: none)"))
+      ->transform(Capacity(/*allow_none=*/true));
+  CommaList(cmd->add_option("--disk-capacity", options->disk_capacities,
+                            "Blocks of a shared disk tier (LRU, inclusive) below the CPU pool, "
+                            "comma list; 'inf' = unbounded, 'none' = no disk tier (default: none)"))
+      ->transform(Capacity(/*allow_none=*/true));
   cmd->add_option("--mode", options->mode,
                   "simulate (default), or storage-benchmark: the upstream storage benchmark's "
-                  "counting (unbounded set, hit = membership)");
+                  "counting (unbounded set, hit = membership)")
+      ->check(CLI::IsMember({"simulate", "storage-benchmark"}));
   cmd->add_option("--window", options->window_s,
                   "Also count per time window of S seconds (JSON 'windows', CSV rows)")
       ->check(CLI::PositiveNumber);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kvindex/sim/block_cache.h"
+
 namespace kvindex::cli {
 
 struct ReplayOptions {
@@ -21,15 +23,15 @@ struct ReplayOptions {
   uint32_t block_tokens = 0;  // 0 = the trace format's own
   uint64_t max_requests = 0;  // 0 = all
   bool skip_bad = false;
-  std::string capacity = "inf";
-  std::string policy = "lru";
-  std::string router = "round-robin";
-  std::string instances = "1";
+  std::vector<uint64_t> capacities{sim::kInfiniteCapacity};
+  std::vector<std::string> policies{"lru"};         // names sim::ParsePolicy() accepts
+  std::vector<std::string> routers{"round-robin"};  // names sim::ParseRouter() accepts
+  std::vector<uint32_t> instances{1};
   uint64_t seed = 0;
-  uint32_t threads = 0;       // 0 = hardware concurrency
-  std::string json;           // empty = none; "-" = stdout
-  std::string cpu_capacity;   // empty = no CPU tier
-  std::string disk_capacity;  // empty = no disk tier
+  uint32_t threads = 0;                      // 0 = hardware concurrency
+  std::string json;                          // empty = none; "-" = stdout
+  std::vector<uint64_t> cpu_capacities{0};   // 0 = no CPU tier
+  std::vector<uint64_t> disk_capacities{0};  // 0 = no disk tier
   std::string mode = "simulate";
   double window_s = 0;   // 0 = no windows
   std::string csv;       // empty = none; "-" = stdout

@@ -22,103 +22,30 @@
 namespace kvindex::cli {
 namespace {
 
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    items.push_back(
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return items;
-}
-
-Result<uint64_t> ParsePositive(const std::string& flag, const std::string& item) {
-  uint64_t value = 0;
-  bool ok = !item.empty() && item.size() <= 19;
-  for (char c : item) {
-    if (c < '0' || c > '9') ok = false;
-  }
-  if (ok) value = std::stoull(item);
-  if (!ok || value == 0) {
-    return Status::InvalidArgument(flag + ": '" + item + "' is not a positive integer");
-  }
-  return value;
-}
-
+// The policies and routers of the grid, by the names CLI11 admitted.
 struct Grid {
-  std::vector<uint64_t> cpu_capacities{0};   // 0 = no tier
-  std::vector<uint64_t> disk_capacities{0};  // 0 = no tier
   std::vector<sim::PolicyKind> policies;
-  std::vector<uint64_t> capacities;
   std::vector<sim::RouterKind> routers;
-  std::vector<uint32_t> instances;
 };
 
-// A tier capacity list: positive integers, `inf`, or `none` (no such tier); empty = none.
-Result<std::vector<uint64_t>> ParseTierCapacities(const std::string& flag,
-                                                  const std::string& text) {
-  std::vector<uint64_t> out;
-  if (text.empty()) return std::vector<uint64_t>{0};
-  for (const std::string& item : SplitList(text)) {
-    if (item == "none") {
-      out.push_back(0);
-    } else if (item == "inf") {
-      out.push_back(sim::kInfiniteCapacity);
-    } else {
-      KVINDEX_ASSIGN_OR_RETURN(uint64_t capacity, ParsePositive(flag, item));
-      out.push_back(capacity);
-    }
-  }
-  return out;
-}
-
 Result<Grid> ParseGrid(const ReplayOptions& options) {
-  Grid grid;
-  if (options.mode != "simulate" && options.mode != "storage-benchmark") {
-    return Status::InvalidArgument("--mode: unknown mode '" + options.mode +
-                                   "' (simulate, storage-benchmark)");
-  }
   if (!(options.window_s >= 0)) return Status::InvalidArgument("--window: must be positive");
   if (!options.plot.empty() && options.window_s == 0 &&
-      options.capacity.find_first_of("0123456789") == std::string::npos) {
+      std::none_of(options.capacities.begin(), options.capacities.end(),
+                   [](uint64_t c) { return c != sim::kInfiniteCapacity; })) {
     return Status::InvalidArgument(
         "--plot: needs --window (hit rate over time) or finite --capacity values (a sweep)");
   }
-  KVINDEX_ASSIGN_OR_RETURN(grid.cpu_capacities,
-                           ParseTierCapacities("--cpu-capacity", options.cpu_capacity));
-  KVINDEX_ASSIGN_OR_RETURN(grid.disk_capacities,
-                           ParseTierCapacities("--disk-capacity", options.disk_capacity));
-  for (const std::string& item : SplitList(options.policy)) {
+  Grid grid;
+  for (const std::string& item : options.policies) {
     auto policy = sim::ParsePolicy(item);
-    if (!policy) {
-      return Status::InvalidArgument("--policy: unknown policy '" + item +
-                                     "' (lru, lfu, fifo, prefix-lru)");
-    }
+    if (!policy) return Status::InvalidArgument("--policy: unknown policy '" + item + "'");
     grid.policies.push_back(*policy);
   }
-  for (const std::string& item : SplitList(options.capacity)) {
-    if (item == "inf") {
-      grid.capacities.push_back(sim::kInfiniteCapacity);
-      continue;
-    }
-    KVINDEX_ASSIGN_OR_RETURN(uint64_t capacity, ParsePositive("--capacity", item));
-    grid.capacities.push_back(capacity);
-  }
-  for (const std::string& item : SplitList(options.router)) {
+  for (const std::string& item : options.routers) {
     auto router = sim::ParseRouter(item);
-    if (!router) {
-      return Status::InvalidArgument("--router: unknown router '" + item +
-                                     "' (round-robin, random, least-loaded, cache-aware, session)");
-    }
+    if (!router) return Status::InvalidArgument("--router: unknown router '" + item + "'");
     grid.routers.push_back(*router);
-  }
-  for (const std::string& item : SplitList(options.instances)) {
-    KVINDEX_ASSIGN_OR_RETURN(uint64_t n, ParsePositive("--instances", item));
-    if (n > 1024) return Status::InvalidArgument("--instances: " + item + " is above 1024");
-    grid.instances.push_back(static_cast<uint32_t>(n));
   }
   return grid;
 }
@@ -185,11 +112,11 @@ std::vector<sim::SimConfig> GridConfigs(const Grid& grid, const ReplayOptions& o
                                         uint32_t block_tokens) {
   std::vector<sim::SimConfig> configs;
   for (sim::PolicyKind policy : grid.policies) {
-    for (uint64_t capacity : grid.capacities) {
+    for (uint64_t capacity : options.capacities) {
       for (sim::RouterKind router : grid.routers) {
-        for (uint32_t instances : grid.instances) {
-          for (uint64_t cpu : grid.cpu_capacities) {
-            for (uint64_t disk : grid.disk_capacities) {
+        for (uint32_t instances : options.instances) {
+          for (uint64_t cpu : options.cpu_capacities) {
+            for (uint64_t disk : options.disk_capacities) {
               sim::SimConfig config;
               config.policy = policy;
               config.capacity = capacity;

@@ -13,7 +13,8 @@
 
 namespace kvindex::cli {
 
-// The usage errors of the grid flags (kInvalidArgument naming the flag), without reading anything.
+// The usage errors CLI11 cannot see in the grid flags (a NaN --window, --plot with nothing to
+// draw), found without reading anything: kInvalidArgument naming the flag.
 Status CheckGrid(const ReplayOptions& options);
 
 // Runs the trace replay of `options.input`. kInvalidArgument for a bad grid flag; kNotFound /

@@ -7,6 +7,7 @@
 // the simulated correct subscriber, which writes the `--out` capture and the `--emit-queries`
 // answers of FakeModel (simulated_subscriber.h), and the sockets (fake_publishers.h), so the three
 // agree.
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/framing.h"
 
+#include "cli_validators.h"
 #include "commands.h"
 #include "fake/fake_publishers.h"
 #include "fake/fake_stream.h"
@@ -48,9 +50,6 @@ Status CheckOptions(const PublishFakeOptions& o) {
   if (workloads > 1) {
     return Status::InvalidArgument("--synthetic, --trace, --capture and --batches are exclusive");
   }
-  if (o.instances == 0 || o.dp_ranks == 0) {
-    return Status::InvalidArgument("--instances and --dp-ranks must be at least 1");
-  }
   if (!o.batches_file.empty() && o.instances * o.dp_ranks != 1) {
     return Status::InvalidArgument(
         "--batches publishes one source: use --instances 1 --dp-ranks 1");
@@ -67,11 +66,6 @@ Status CheckOptions(const PublishFakeOptions& o) {
     return Status::InvalidArgument("--replay-port " + std::to_string(o.replay_port) +
                                    ": ports must lie in 1..65535");
   }
-  if (o.events_per_batch == 0)
-    return Status::InvalidArgument("--events-per-batch must be at least 1");
-  if (o.synth.block_size == 0) return Status::InvalidArgument("--block-size must be at least 1");
-  if (o.synth.prompt_blocks == 0)
-    return Status::InvalidArgument("--prompt-blocks must be at least 1");
   if (o.synth.prefix_blocks > o.synth.prompt_blocks) {
     return Status::InvalidArgument("--prefix-blocks " + std::to_string(o.synth.prefix_blocks) +
                                    " exceeds --prompt-blocks " +
@@ -82,15 +76,10 @@ Status CheckOptions(const PublishFakeOptions& o) {
                                    " is smaller than a prompt (--prompt-blocks " +
                                    std::to_string(o.synth.prompt_blocks) + ")");
   }
-  if (o.drop_every == 1) return Status::InvalidArgument("--drop-every must be at least 2");
-  if (o.restart_after == 1) {
-    return Status::InvalidArgument(
-        "--restart-after must be at least 2 (a restart shows as a "
-        "sequence going back below the watermark)");
-  }
+  // CLI11 checked each value on its own; NaN passes its range checks, so the doubles once more.
   if (!(o.speed > 0)) return Status::InvalidArgument("--speed must be positive");
-  if (o.rate < 0) return Status::InvalidArgument("--rate must not be negative");
-  if (o.synth.zipf < 0) return Status::InvalidArgument("--zipf must not be negative");
+  if (!(o.rate >= 0)) return Status::InvalidArgument("--rate must not be negative");
+  if (!(o.synth.zipf >= 0)) return Status::InvalidArgument("--zipf must not be negative");
   return Status::Ok();
 }
 
@@ -122,6 +111,9 @@ Status RunPublishFake(const PublishFakeOptions& o) {
 }  // namespace
 
 void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
+  // Counts that must be at least 1 (instances, ranks, events per batch, block sizes).
+  const CLI::Validator kAtLeastOne =
+      CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()).description("N>=1");
   auto opts = std::make_shared<PublishFakeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "publish-fake",
@@ -148,10 +140,13 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
                   "Publish the logical batches of a JSONL file (one {ts, events, dp_rank?} per "
                   "line, events as vLLM names their fields) on one source");
   cmd->add_option("--speed", o.speed, "--capture pace multiplier (2 = twice as fast)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--instances", o.instances, "Instances fake-0..fake-(N-1)")
+      ->check(kAtLeastOne)
       ->capture_default_str();
   cmd->add_option("--dp-ranks", o.dp_ranks, "Data-parallel ranks (sources) per instance")
+      ->check(kAtLeastOne)
       ->capture_default_str();
   cmd->add_option("--port", o.port, "Instance i, rank r publishes on port P + i*R + r")
       ->capture_default_str();
@@ -167,20 +162,24 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--count", o.count, "Batches per source (0 = until the trace or list ends)")
       ->capture_default_str();
   cmd->add_option("--events-per-batch", o.events_per_batch, "Events per batch")
+      ->check(kAtLeastOne)
       ->capture_default_str();
   cmd->add_option("--rate", o.rate, "Batches per second per source (0 = as fast as possible)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the synthetic workload")->capture_default_str();
   cmd->add_flag("--blast", o.blast,
                 "Send everything as fast as possible (payloads are pre-encoded; unlimited SNDHWM)");
   cmd->add_option("--drop-every", o.drop_every,
-                  "Do not send every Nth batch live (it stays in the replay ring; N >= 2)");
+                  "Do not send every Nth batch live (it stays in the replay ring; N >= 2)")
+      ->check(ZeroOrAtLeast(2, ""));
   cmd->add_option("--duplicate-every", o.duplicate_every, "Send every Nth batch twice");
   cmd->add_option("--corrupt-every", o.corrupt_every,
                   "Send a corrupt live copy of every Nth batch (the ring keeps the good one)");
   cmd->add_option(
-      "--restart-after", o.restart_after,
-      "After N batches per source, restart: empty the cache and ring, reset the sequence");
+         "--restart-after", o.restart_after,
+         "After N batches per source, restart: empty the cache and ring, reset the sequence")
+      ->check(ZeroOrAtLeast(2, "a restart shows as a sequence going back below the watermark"));
   cmd->add_option("--ring", o.ring, "Replay ring size in batches")->capture_default_str();
   cmd->add_option(
          "--linger", o.linger,
@@ -201,8 +200,11 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
                   "Write the stream as a correct subscriber would have recorded it to a capture "
                   "file instead of publishing");
   cmd->add_option("--json", o.json, "Write the summary as JSON to FILE (- = stdout)");
-  cmd->add_option("--block-size", o.synth.block_size, "Tokens per block")->capture_default_str();
+  cmd->add_option("--block-size", o.synth.block_size, "Tokens per block")
+      ->check(kAtLeastOne)
+      ->capture_default_str();
   cmd->add_option("--prompt-blocks", o.synth.prompt_blocks, "Synthetic: full blocks per prompt")
+      ->check(kAtLeastOne)
       ->capture_default_str();
   cmd->add_option("--prefix-blocks", o.synth.prefix_blocks,
                   "Synthetic: leading blocks taken from a shared prefix")
@@ -211,6 +213,7 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
       ->capture_default_str();
   cmd->add_option("--zipf", o.synth.zipf,
                   "Synthetic: Zipf exponent of prefix popularity (0 = uniform)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--capacity", o.capacity,
                   "Blocks each source's cache holds before evicting (LRU; evictions are removals)")
