@@ -20,6 +20,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/address.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -199,47 +200,29 @@ struct ServerUrl {
   std::string text;
 };
 
-// "http://HOST[:PORT][/]" or "HOST:PORT". kInvalidArgument otherwise.
+// "http://HOST[:PORT][/]" (port 80 by default) or "HOST:PORT", parsed by ParseNetAddress().
+// kInvalidArgument naming --server for another scheme, no host, a path, or a port that is
+// missing (without a scheme) or not in 1-65535.
 Result<ServerUrl> ParseServerUrl(const std::string& url) {
+  const std::string flag = "--server '" + url + "': ";
+  auto parsed = ParseNetAddress(url);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(flag + "expected http://HOST:PORT (" +
+                                   parsed.status().message() + ")");
+  }
+  const NetAddress& address = *parsed;
+  if (!address.scheme.empty() && address.scheme != "http") {
+    return Status::InvalidArgument(flag + "only http:// URLs are supported");
+  }
+  if (address.host.empty() || address.host.find_first_of("?#") != std::string::npos ||
+      (!address.path.empty() && address.path != "/") || (address.scheme.empty() && !address.port)) {
+    return Status::InvalidArgument(flag + "expected http://HOST:PORT");
+  }
+  if (address.port && *address.port == 0) return Status::InvalidArgument(flag + "bad port '0'");
   ServerUrl out;
+  out.host = address.host;
+  out.port = address.port.value_or(80);
   out.text = url;
-  std::string rest = url;
-  const size_t scheme = rest.find("://");
-  if (scheme != std::string::npos) {
-    if (rest.substr(0, scheme) != "http") {
-      return Status::InvalidArgument("--server '" + url + "': only http:// URLs are supported");
-    }
-    rest = rest.substr(scheme + 3);
-  }
-  if (!rest.empty() && rest.back() == '/') rest.pop_back();
-  std::string port_text;
-  if (!rest.empty() && rest.front() == '[') {
-    const size_t close = rest.find(']');
-    if (close == std::string::npos) return Status::InvalidArgument("--server '" + url + "': bad host");
-    out.host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return Status::InvalidArgument("--server '" + url + "': bad host");
-      port_text = rest.substr(close + 2);
-    }
-  } else {
-    const size_t colon = rest.find(':');
-    out.host = rest.substr(0, colon);
-    if (colon != std::string::npos) port_text = rest.substr(colon + 1);
-    else if (scheme == std::string::npos) {
-      return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
-    }
-  }
-  if (out.host.empty() || out.host.find_first_of("/?# ") != std::string::npos) {
-    return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
-  }
-  if (!port_text.empty() || (scheme == std::string::npos)) {
-    if (port_text.empty() || port_text.size() > 5 ||
-        port_text.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(port_text) == 0 || std::stoul(port_text) > 65535) {
-      return Status::InvalidArgument("--server '" + url + "': bad port '" + port_text + "'");
-    }
-    out.port = static_cast<int>(std::stoul(port_text));
-  }
   return out;
 }
 
