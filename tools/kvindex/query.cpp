@@ -400,7 +400,7 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
                 "Also say why each instance that matched nothing did (unknown model or scope, "
                 "block size, salt, LoRA, first block absent)");
   cmd->add_option("--model", options->model, "Model name of the query's scope")->required();
-  // A token list may hold thousands of ids: each is split, checked and converted once by CLI11.
+  // A token list may hold thousands of ids; CLI11 splits, checks and converts them item by item.
   CommaList(cmd->add_option("--tokens", options->tokens, "Prompt token ids, comma separated"))
       ->transform(Decimal())
       ->check(CLI::Range(TokenId{0}, std::numeric_limits<TokenId>::max()).description(""));
