@@ -108,18 +108,13 @@ Status RunPublishFake(const PublishFakeOptions& o) {
   return WriteSummary(o, style, stream.sources, subscriber.model(), network ? &run : nullptr);
 }
 
-}  // namespace
+// Counts that must be at least 1 (instances, ranks, events per batch, block sizes).
+CLI::Validator AtLeastOne() {
+  return CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()).description("N>=1");
+}
 
-void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
-  // Counts that must be at least 1 (instances, ranks, events per batch, block sizes).
-  const CLI::Validator kAtLeastOne =
-      CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()).description("N>=1");
-  auto opts = std::make_shared<PublishFakeOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "publish-fake",
-      "Publish synthetic, trace-driven, listed or recorded KV events over ZeroMQ in any wire "
-      "format, with fault injection and expected query answers");
-  PublishFakeOptions& o = *opts;
+// The workload, the sources and their sockets (the first half of --help).
+void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
                   "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed")
       ->check(
@@ -143,10 +138,10 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--instances", o.instances, "Instances fake-0..fake-(N-1)")
-      ->check(kAtLeastOne)
+      ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--dp-ranks", o.dp_ranks, "Data-parallel ranks (sources) per instance")
-      ->check(kAtLeastOne)
+      ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--port", o.port, "Instance i, rank r publishes on port P + i*R + r")
       ->capture_default_str();
@@ -159,10 +154,14 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--topic", o.topic, "Topic frame of every message (default empty)");
   cmd->add_option("--model", o.model, "Model name (sent by Mooncake formats; used in queries)")
       ->capture_default_str();
+}
+
+// The stream, its faults and pace, the answers and outputs, the synthetic workload's shape.
+void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--count", o.count, "Batches per source (0 = until the trace or list ends)")
       ->capture_default_str();
   cmd->add_option("--events-per-batch", o.events_per_batch, "Events per batch")
-      ->check(kAtLeastOne)
+      ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--rate", o.rate, "Batches per second per source (0 = as fast as possible)")
       ->check(CLI::NonNegativeNumber)
@@ -201,10 +200,10 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
                   "file instead of publishing");
   cmd->add_option("--json", o.json, "Write the summary as JSON to FILE (- = stdout)");
   cmd->add_option("--block-size", o.synth.block_size, "Tokens per block")
-      ->check(kAtLeastOne)
+      ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--prompt-blocks", o.synth.prompt_blocks, "Synthetic: full blocks per prompt")
-      ->check(kAtLeastOne)
+      ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--prefix-blocks", o.synth.prefix_blocks,
                   "Synthetic: leading blocks taken from a shared prefix")
@@ -218,6 +217,18 @@ void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--capacity", o.capacity,
                   "Blocks each source's cache holds before evicting (LRU; evictions are removals)")
       ->capture_default_str();
+}
+
+}  // namespace
+
+void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
+  auto opts = std::make_shared<PublishFakeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "publish-fake",
+      "Publish synthetic, trace-driven, listed or recorded KV events over ZeroMQ in any wire "
+      "format, with fault injection and expected query answers");
+  AddSourceFlags(cmd, *opts);
+  AddStreamFlags(cmd, *opts);
   cmd->callback([opts, &outcome]() {
     outcome.command = "publish-fake";
     PublishFakeOptions run = *opts;
