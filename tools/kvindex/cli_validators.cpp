@@ -10,6 +10,14 @@ namespace {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+// "11, 12" has always worked: the blanks around a list item are not part of it.
+void TrimBlanks(std::string& text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first != 0) text.erase(0, first == std::string::npos ? text.size() : first);
+  const size_t last = text.find_last_not_of(" \t");
+  if (last + 1 < text.size()) text.erase(last + 1);
+}
+
 // `text` as a whole parsed by from_chars in `base`; false for empty text, junk or overflow.
 template <typename T>
 bool ParseWhole(std::string_view text, T& value, int base = 10) {
@@ -27,6 +35,7 @@ CLI::Option* CommaList(CLI::Option* option) {
 CLI::Validator Decimal() {
   return CLI::Validator(
       [](std::string& text) {
+        TrimBlanks(text);
         const size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
         size_t zeros = sign;
         while (zeros + 1 < text.size() && text[zeros] == '0' && IsDigit(text[zeros + 1])) ++zeros;
@@ -59,6 +68,7 @@ CLI::Validator Capacity(bool allow_none) {
 CLI::Validator Hash() {
   return CLI::Validator(
       [](std::string& item) {
+        TrimBlanks(item);
         uint64_t value = 0;
         bool ok = false;
         if (item.size() > 2 && item[0] == '0' && (item[1] == 'x' || item[1] == 'X')) {

@@ -22,7 +22,8 @@ CLI::Option* CommaList(CLI::Option* option);
 
 // A transform that keeps "010" ten: CLI11 2.1's integer conversion reads a leading 0 as octal,
 // while kvindex's number lists are decimal. Drops the leading zeros of a decimal integer (after
-// an optional '-'); any other text ("0x1f", words) passes unchanged for the checks after it.
+// an optional '-') and the blanks around it; any other text ("0x1f", words) passes for the
+// checks after it.
 CLI::Validator Decimal();
 
 // A transform for a capacity list item: a positive integer or `inf` (sim::kInfiniteCapacity),
@@ -31,8 +32,8 @@ CLI::Validator Decimal();
 CLI::Validator Capacity(bool allow_none);
 
 // A transform for an engine or prefix hash: decimal, 0x hex, or a negative decimal (64-bit two's
-// complement, as SGLang prints its hashes), rewritten as the unsigned decimal value. Anything
-// else, or a value beyond 64 bits, fails with "'ITEM' is not a number".
+// complement, as SGLang prints its hashes), blanks around it ignored, rewritten as the unsigned
+// decimal value. Anything else, or a value beyond 64 bits, fails with "'ITEM' is not a number".
 CLI::Validator Hash();
 
 // A check for a count where 0 means off and any other value must be at least `min`; `why`
