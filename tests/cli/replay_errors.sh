@@ -14,22 +14,23 @@ expect_usage() {  # $1 = description, $2 = message fragment; the rest = argument
   expect_stdout_empty
 }
 
-expect_usage "bad policy" "kvindex replay: --policy: unknown policy 'lruu'" "$T" --policy lru,lruu
-expect_stderr_lines 1
-expect_usage "bad capacity" "kvindex replay: --capacity: 'abc' is not a positive integer" "$T" --capacity abc
-expect_stderr_lines 1
+# CLI11 checks the list items: its message line, then where to look.
+expect_usage "bad policy" "kvindex: --policy: lruu not in {lru,lfu,fifo,prefix-lru}" "$T" --policy lru,lruu
+expect_stderr_lines 2
+expect_usage "bad capacity" "kvindex: --capacity: 'abc' is not a positive integer" "$T" --capacity abc
+expect_stderr_lines 2
 expect_usage "zero capacity" "--capacity: '0' is not a positive integer" "$T" --capacity 0
-expect_stderr_lines 1
-expect_usage "empty list item" "--capacity: '' is not a positive integer" "$T" --capacity 3,
-expect_stderr_lines 1
-expect_usage "bad router" "kvindex replay: --router: unknown router 'nearest'" "$T" --router nearest
-expect_stderr_lines 1
-expect_usage "zero instances" "kvindex replay: --instances: '0' is not a positive integer" "$T" --instances 0
-expect_stderr_lines 1
-expect_usage "too many instances" "--instances: 5000 is above 1024" "$T" --instances 5000
-expect_stderr_lines 1
+expect_stderr_lines 2
+expect_usage "empty list item" "--capacity: '' is not a positive integer" "$T" --capacity ''
+expect_stderr_lines 2
+expect_usage "bad router" "kvindex: --router: nearest not in {round-robin," "$T" --router nearest
+expect_stderr_lines 2
+expect_usage "zero instances" "kvindex: --instances: Value 0 not in range 1 to 1024" "$T" --instances 0
+expect_stderr_lines 2
+expect_usage "too many instances" "--instances: Value 5000 not in range 1 to 1024" "$T" --instances 5000
+expect_stderr_lines 2
 # Usage errors are found before the input is opened.
-expect_usage "usage before input" "unknown policy" "$TMP/missing.jsonl" --policy x
+expect_usage "usage before input" "x not in {lru," "$TMP/missing.jsonl" --policy x
 # CLI11's own errors: its message, then where to look.
 expect_usage "no input" "INPUT is required"
 expect_usage "bad --block-tokens" "--block-tokens" "$T" --block-tokens 0

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kvindex/codec/source_spec.h"
+#include "kvindex/core/clock.h"
 
 namespace kvindex::cli {
 
@@ -83,7 +84,7 @@ LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run) {
   LiveOutcome outcome;
   std::atomic<bool> done{false};
   Status result;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = SteadyClock::now();
   std::thread io([&] {
     result = subscriber.Run();
     done.store(true);
@@ -92,14 +93,14 @@ LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  auto next_line = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  auto next_line = start + std::chrono::duration_cast<SteadyClock::duration>(
                                std::chrono::duration<double>(run.stats_interval_s));
   SubscriberStatus previous = subscriber.status();
   bool stopping = false;
   while (!done.load()) {
     timespec wait{0, 50'000'000};  // 50 ms: notices the subscriber's own end promptly
     const int sig = sigtimedwait(&set, nullptr, &wait);
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = SteadyClock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     if ((sig == SIGINT || sig == SIGTERM) && !stopping) {
       outcome.signalled = true;
@@ -117,13 +118,12 @@ LiveOutcome RunLive(Subscriber& subscriber, const LiveRun& run) {
                               run.extra ? run.extra() : std::string())
                        .c_str());
       previous = std::move(current);
-      next_line += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      next_line += std::chrono::duration_cast<SteadyClock::duration>(
           std::chrono::duration<double>(run.stats_interval_s));
     }
   }
   io.join();
-  outcome.elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.elapsed_s = SecondsSince(start);
   outcome.status = result;
   return outcome;
 }

@@ -4,22 +4,29 @@
 // A readable table on stdout; `--json FILE` writes the /query answer shape; `--explain` says why
 // each silent instance matched nothing (match_explain.h; from a server, its "explain" member).
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "capture_tools.h"
-#include "commands.h"
+#include "kvindex/core/address.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
+
+#include "capture_tools.h"
+#include "cli_validators.h"
+#include "commands.h"
 #include "report.h"
 
 namespace kvindex::cli {
@@ -30,10 +37,10 @@ struct QueryOptions {
   std::string server;                // or a server's URL
   bool explain = false;
   std::string model;
-  std::string tokens;       // "1,2,3"
-  std::string tokens_file;  // whitespace/comma separated ids, or a JSON array
-  std::string hashes;       // engine hashes
-  std::string prefix_hashes;
+  std::vector<TokenId> tokens;   // --tokens 1,2,3
+  std::string tokens_file;       // whitespace/comma separated ids, or a JSON array
+  std::vector<uint64_t> hashes;  // engine hashes
+  std::vector<uint64_t> prefix_hashes;
   uint32_t block_size = 0;
   std::string tenant;
   std::string lora_name;
@@ -42,41 +49,29 @@ struct QueryOptions {
   std::string json;
 };
 
-// Splits "1,2 3\n4" into its numbers; `what` names the flag in errors.
-Result<std::vector<uint64_t>> ParseNumberList(const std::string& text, const std::string& what,
-                                              bool allow_hex) {
-  std::vector<uint64_t> out;
-  std::string item;
-  auto flush = [&]() -> Status {
-    if (item.empty()) return Status::Ok();
-    const bool hex = allow_hex && item.size() > 2 && item[0] == '0' && (item[1] == 'x' || item[1] == 'X');
-    size_t used = 0;
-    uint64_t value = 0;
-    try {
-      if (item[0] == '-') {
-        if (!allow_hex) throw std::invalid_argument("negative");
-        value = static_cast<uint64_t>(std::stoll(item, &used, 10));  // two's complement (SGLang)
-      } else {
-        value = std::stoull(item, &used, hex ? 16 : 10);
-      }
-    } catch (const std::exception&) {
-      used = 0;
+// The token ids of a --tokens-file: decimal numbers separated by commas, whitespace or the
+// brackets of a JSON array. kInvalidArgument naming `path` for anything else or an id beyond
+// 32 bits.
+Result<std::vector<TokenId>> ParseTokenFile(std::string_view text, const std::string& path) {
+  std::vector<TokenId> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find_first_of(", \n\t\r[]", start);
+    const std::string_view item =
+        text.substr(start, end == std::string_view::npos ? end : end - start);
+    start = end == std::string_view::npos ? text.size() : end + 1;
+    if (item.empty()) continue;
+    uint64_t id = 0;
+    const auto [stop, error] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (error != std::errc() || stop != item.data() + item.size()) {
+      return Status::InvalidArgument(path + ": '" + std::string(item) + "' is not a number");
     }
-    if (used != item.size()) {
-      return Status::InvalidArgument(what + ": '" + item + "' is not a number");
+    if (id > 0xffffffffu) {
+      return Status::InvalidArgument(path + ": token id " + std::to_string(id) +
+                                     " exceeds 32 bits");
     }
-    out.push_back(value);
-    item.clear();
-    return Status::Ok();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') {
-      KVINDEX_RETURN_IF_ERROR(flush());
-    } else {
-      item.push_back(c);
-    }
+    out.push_back(static_cast<TokenId>(id));
   }
-  KVINDEX_RETURN_IF_ERROR(flush());
   return out;
 }
 
@@ -94,30 +89,21 @@ Result<QueryRequest> BuildRequest(const QueryOptions& options) {
   request.match.salt = options.salt;
   if (options.block_size != 0) request.match.block_size = options.block_size;
   request.match.instances = options.instances;
-  if (!options.tokens.empty() || !options.tokens_file.empty()) {
-    std::string text = options.tokens;
-    std::string what = "--tokens";
-    if (!options.tokens_file.empty()) {
-      std::ifstream in(options.tokens_file);
-      if (!in) return Status::NotFound(options.tokens_file + ": cannot open");
-      std::ostringstream buffer;
-      buffer << in.rdbuf();
-      text = buffer.str();
-      what = options.tokens_file;
-    }
-    KVINDEX_ASSIGN_OR_RETURN(auto ids, ParseNumberList(text, what, false));
-    for (uint64_t id : ids) {
-      if (id > 0xffffffffu) return Status::InvalidArgument(what + ": token id " + std::to_string(id) + " exceeds 32 bits");
-      request.tokens.push_back(static_cast<TokenId>(id));
-    }
+  if (!options.tokens.empty()) {
+    request.tokens = options.tokens;
+    request.kind = QueryKind::kTokens;
+  } else if (!options.tokens_file.empty()) {
+    std::ifstream in(options.tokens_file);
+    if (!in) return Status::NotFound(options.tokens_file + ": cannot open");
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    KVINDEX_ASSIGN_OR_RETURN(request.tokens, ParseTokenFile(buffer.str(), options.tokens_file));
     request.kind = QueryKind::kTokens;
   } else if (!options.hashes.empty()) {
-    KVINDEX_ASSIGN_OR_RETURN(auto hashes, ParseNumberList(options.hashes, "--hashes", true));
-    for (uint64_t h : hashes) request.engine_hashes.push_back(EngineHash{h});
+    for (uint64_t h : options.hashes) request.engine_hashes.push_back(EngineHash{h});
     request.kind = QueryKind::kEngineHashes;
   } else {
-    KVINDEX_ASSIGN_OR_RETURN(auto hashes, ParseNumberList(options.prefix_hashes, "--prefix-hashes", true));
-    for (uint64_t h : hashes) request.prefix_hashes.push_back(PrefixHash{h});
+    for (uint64_t h : options.prefix_hashes) request.prefix_hashes.push_back(PrefixHash{h});
     request.kind = QueryKind::kPrefixHashes;
   }
   return request;
@@ -155,8 +141,8 @@ Row RowFor(const InstanceMatch& m) {
 
 void PrintAnswer(const QueryRequest& request, const std::vector<Row>& rows) {
   if (rows.empty()) {
-    std::printf("no instance holds model '%s' in scope tenant=%s%s%s\n", request.match.model.c_str(),
-                request.match.tenant.c_str(),
+    std::printf("no instance holds model '%s' in scope tenant=%s%s%s\n",
+                request.match.model.c_str(), request.match.tenant.c_str(),
                 request.match.lora.empty() ? "" : (" lora=" + request.match.lora).c_str(),
                 request.match.salt.empty() ? "" : " (salted)");
     return;
@@ -188,7 +174,9 @@ nlohmann::json RequestBody(const QueryRequest& request, bool explain) {
     body["instances"] = request.match.instances;
   }
   switch (request.kind) {
-    case QueryKind::kTokens: body["token_ids"] = request.tokens; break;
+    case QueryKind::kTokens:
+      body["token_ids"] = request.tokens;
+      break;
     case QueryKind::kEngineHashes: {
       nlohmann::json hashes = nlohmann::json::array();
       for (EngineHash h : request.engine_hashes) hashes.push_back(h.value);
@@ -212,47 +200,29 @@ struct ServerUrl {
   std::string text;
 };
 
-// "http://HOST[:PORT][/]" or "HOST:PORT". kInvalidArgument otherwise.
+// "http://HOST[:PORT][/]" (port 80 by default) or "HOST:PORT", parsed by ParseNetAddress().
+// kInvalidArgument naming --server for another scheme, no host, a path, or a port that is
+// missing (without a scheme) or not in 1-65535.
 Result<ServerUrl> ParseServerUrl(const std::string& url) {
+  const std::string flag = "--server '" + url + "': ";
+  auto parsed = ParseNetAddress(url);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(flag + "expected http://HOST:PORT (" +
+                                   parsed.status().message() + ")");
+  }
+  const NetAddress& address = *parsed;
+  if (!address.scheme.empty() && address.scheme != "http") {
+    return Status::InvalidArgument(flag + "only http:// URLs are supported");
+  }
+  if (address.host.empty() || address.host.find_first_of("?#") != std::string::npos ||
+      (!address.path.empty() && address.path != "/") || (address.scheme.empty() && !address.port)) {
+    return Status::InvalidArgument(flag + "expected http://HOST:PORT");
+  }
+  if (address.port && *address.port == 0) return Status::InvalidArgument(flag + "bad port '0'");
   ServerUrl out;
+  out.host = address.host;
+  out.port = address.port.value_or(80);
   out.text = url;
-  std::string rest = url;
-  const size_t scheme = rest.find("://");
-  if (scheme != std::string::npos) {
-    if (rest.substr(0, scheme) != "http") {
-      return Status::InvalidArgument("--server '" + url + "': only http:// URLs are supported");
-    }
-    rest = rest.substr(scheme + 3);
-  }
-  if (!rest.empty() && rest.back() == '/') rest.pop_back();
-  std::string port_text;
-  if (!rest.empty() && rest.front() == '[') {
-    const size_t close = rest.find(']');
-    if (close == std::string::npos) return Status::InvalidArgument("--server '" + url + "': bad host");
-    out.host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return Status::InvalidArgument("--server '" + url + "': bad host");
-      port_text = rest.substr(close + 2);
-    }
-  } else {
-    const size_t colon = rest.find(':');
-    out.host = rest.substr(0, colon);
-    if (colon != std::string::npos) port_text = rest.substr(colon + 1);
-    else if (scheme == std::string::npos) {
-      return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
-    }
-  }
-  if (out.host.empty() || out.host.find_first_of("/?# ") != std::string::npos) {
-    return Status::InvalidArgument("--server '" + url + "': expected http://HOST:PORT");
-  }
-  if (!port_text.empty() || (scheme == std::string::npos)) {
-    if (port_text.empty() || port_text.size() > 5 ||
-        port_text.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(port_text) == 0 || std::stoul(port_text) > 65535) {
-      return Status::InvalidArgument("--server '" + url + "': bad port '" + port_text + "'");
-    }
-    out.port = static_cast<int>(std::stoul(port_text));
-  }
   return out;
 }
 
@@ -287,8 +257,8 @@ Result<std::vector<Row>> RowsFromAnswer(const nlohmann::json& answer, const std:
     row.disk = number(m, "DISK");
     std::string other;
     for (const auto& [key, value] : m.items()) {
-      if (key == "longest_matched" || key == "GPU" || key == "CPU" || key == "DISK" || key == "DP" ||
-          !value.is_number_unsigned()) {
+      if (key == "longest_matched" || key == "GPU" || key == "CPU" || key == "DISK" ||
+          key == "DP" || !value.is_number_unsigned()) {
         continue;
       }
       other += (other.empty() ? "" : " ") + key + ":" + std::to_string(value.get<uint64_t>());
@@ -327,10 +297,10 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
   const std::string where = url.text + path;
   if (!res) {
     const httplib::Error error = res.error();
-    return Status::Unavailable(
-        where + ": " +
-        (error == httplib::Error::Connection ? std::string("cannot connect (is the server running?)")
-                                             : "request failed: " + httplib::to_string(error)));
+    return Status::Unavailable(where + ": " +
+                               (error == httplib::Error::Connection
+                                    ? std::string("cannot connect (is the server running?)")
+                                    : "request failed: " + httplib::to_string(error)));
   }
   const nlohmann::json answer = nlohmann::json::parse(res->body, nullptr, false);
   if (res->status != 200) {
@@ -339,7 +309,8 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
         answer["error"].is_string()) {
       message = answer["error"].get<std::string>();
     }
-    while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+    while (!message.empty() && (message.back() == '\n' || message.back() == '\r'))
+      message.pop_back();
     return Status::Unavailable(where + ": HTTP " + std::to_string(res->status) + ": " + message);
   }
   if (answer.is_discarded()) return Status::Malformed(where + ": the answer is not JSON");
@@ -416,10 +387,11 @@ Status RunQuery(const QueryOptions& options) {
 void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
   auto options = std::make_shared<QueryOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "query", "How many leading tokens of a prompt each instance holds, per tier and DP rank, "
-               "answered from a capture or by a running server");
-  auto* capture = cmd->add_option("--capture", options->capture,
-                                  "The files of one capture (.kvcap), in order");
+      "query",
+      "How many leading tokens of a prompt each instance holds, per tier and DP rank, "
+      "answered from a capture or by a running server");
+  auto* capture =
+      cmd->add_option("--capture", options->capture, "The files of one capture (.kvcap), in order");
   cmd->add_option("--server", options->server,
                   "Ask a running server instead (http://HOST:PORT): kvindex subscribe --http, or "
                   "the upstream conductor")
@@ -428,14 +400,19 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
                 "Also say why each instance that matched nothing did (unknown model or scope, "
                 "block size, salt, LoRA, first block absent)");
   cmd->add_option("--model", options->model, "Model name of the query's scope")->required();
-  cmd->add_option("--tokens", options->tokens, "Prompt token ids, comma separated");
+  // A token list may hold thousands of ids; CLI11 splits, checks and converts them item by item.
+  CommaList(cmd->add_option("--tokens", options->tokens, "Prompt token ids, comma separated"))
+      ->transform(Decimal())
+      ->check(CLI::Range(TokenId{0}, std::numeric_limits<TokenId>::max()).description(""));
   cmd->add_option("--tokens-file", options->tokens_file,
                   "File of prompt token ids (comma/whitespace separated, or a JSON array)");
-  cmd->add_option("--hashes", options->hashes,
-                  "Engine block hashes instead of tokens, comma separated (decimal, 0x hex, or "
-                  "negative for SGLang)");
-  cmd->add_option("--prefix-hashes", options->prefix_hashes,
-                  "kvindex prefix hashes instead of tokens, comma separated");
+  CommaList(cmd->add_option("--hashes", options->hashes,
+                            "Engine block hashes instead of tokens, comma separated (decimal, 0x "
+                            "hex, or negative for SGLang)"))
+      ->transform(Hash());
+  CommaList(cmd->add_option("--prefix-hashes", options->prefix_hashes,
+                            "kvindex prefix hashes instead of tokens, comma separated"))
+      ->transform(Hash());
   cmd->add_option("--block-size", options->block_size,
                   "Tokens per block (default: each instance's own)")
       ->check(CLI::PositiveNumber);

@@ -1,5 +1,6 @@
 // `kvindex record`: every message of live sources into a capture file (SPEC §5), with the replay
 // protocol run as `subscribe` runs it (replayed batches marked, observations recorded), no index.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "kvindex/core/clock.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/zmq/subscriber.h"
 #include "live.h"
@@ -29,12 +31,6 @@ struct RecordOptions {
   bool overwrite = false;
   std::string json;
 };
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
@@ -61,14 +57,14 @@ Status RunRecord(const RecordOptions& options) {
                            Subscriber::Create(/*index=*/nullptr, writer.get(), sub_options));
   for (const auto& source : sources) KVINDEX_RETURN_IF_ERROR(subscriber->AddSource(source));
   KVINDEX_RETURN_IF_ERROR(writer->WriteText(CaptureRecordType::kNote, SourceId{0},
-                                            NowNs(), "recording started"));
+                                            RealtimeNs(), "recording started"));
 
   LiveRun run;
   run.command = "record";
   run.duration_s = options.duration;
   run.stats_interval_s = options.stats_interval;
   const LiveOutcome outcome = RunLive(*subscriber, run);
-  const Status note = writer->WriteText(CaptureRecordType::kNote, SourceId{0}, NowNs(),
+  const Status note = writer->WriteText(CaptureRecordType::kNote, SourceId{0}, RealtimeNs(),
                                         outcome.signalled ? "recording stopped (signal)"
                                                           : "recording stopped");
   const Status closed = writer->Close();

@@ -8,8 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "capture_tools.h"
 #include "kvindex/query/query_json.h"
+
+#include "capture_tools.h"
 #include "report.h"
 #include "trace_export.h"
 
@@ -59,9 +60,9 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
     line["block_hashes"] = HashList(stored->block_hashes);
     if (stored->parent) line["parent_block_hash"] = stored->parent->value;
     line["token_ids"] = stored->token_ids;
-    line["block_size"] = stored->scope.block_size ? json(*stored->scope.block_size)
-                                                  : (source.block_size ? json(source.block_size)
-                                                                       : json(nullptr));
+    line["block_size"] = stored->scope.block_size
+                             ? json(*stored->scope.block_size)
+                             : (source.block_size ? json(source.block_size) : json(nullptr));
     line["tier"] = std::string(stored->tier.value_or(Tier::Gpu()).name());
     if (stored->wire.object_key) line["key"] = *stored->wire.object_key;
   } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
@@ -78,7 +79,8 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
     line["block_hashes"] = json::array();
     line["key"] = update->key;
     json tiers = json::array();
-    for (const Replica& replica : update->replicas) tiers.push_back(std::string(replica.tier.name()));
+    for (const Replica& replica : update->replicas)
+      tiers.push_back(std::string(replica.tier.name()));
     line["tiers"] = std::move(tiers);
   }
   return line;
@@ -92,8 +94,8 @@ struct PendingQuery {
   bool answered = false;
 };
 
-Result<std::vector<PendingQuery>> ReadQueries(const std::string& path,
-                                              std::multimap<std::pair<std::string, uint64_t>, size_t>& after) {
+Result<std::vector<PendingQuery>> ReadQueries(
+    const std::string& path, std::multimap<std::pair<std::string, uint64_t>, size_t>& after) {
   std::ifstream in(path);
   if (!in) return Status::NotFound(path + ": cannot open queries file");
   std::vector<PendingQuery> queries;
@@ -110,7 +112,8 @@ Result<std::vector<PendingQuery>> ReadQueries(const std::string& path,
       return Status::InvalidArgument(where + ": invalid JSON");
     }
     if (!line.is_object() || !line.contains("query") || !line["query"].is_object()) {
-      return Status::InvalidArgument(where + ": expected {\"id\", \"query\": {...}, \"after\"?, \"expect\"?}");
+      return Status::InvalidArgument(
+          where + ": expected {\"id\", \"query\": {...}, \"after\"?, \"expect\"?}");
     }
     PendingQuery q;
     q.line = line_number;
@@ -119,7 +122,8 @@ Result<std::vector<PendingQuery>> ReadQueries(const std::string& path,
     if (!request.ok()) return request.status().WithContext(where + ": query");
     q.request = std::move(request).value();
     if (line.contains("expect") && !line["expect"].is_null()) {
-      if (!line["expect"].is_object()) return Status::InvalidArgument(where + ": expect must be an object");
+      if (!line["expect"].is_object())
+        return Status::InvalidArgument(where + ": expect must be an object");
       q.expect = line["expect"];
     }
     if (line.contains("after") && !line["after"].is_null()) {
@@ -141,37 +145,30 @@ struct QueryTotals {
   uint64_t answered = 0;
   uint64_t checked = 0;
   uint64_t mismatches = 0;
-  uint64_t tokens = 0;         // full-block tokens asked about (best instance's block size)
-  uint64_t best_matched = 0;   // Σ over queries of the best instance's longest_matched
+  uint64_t tokens = 0;        // full-block tokens asked about (best instance's block size)
+  uint64_t best_matched = 0;  // Σ over queries of the best instance's longest_matched
 };
 
-}  // namespace
-
-Status RunCaptureReplay(const CaptureReplayArgs& args) {
-  std::multimap<std::pair<std::string, uint64_t>, size_t> after;
-  std::vector<PendingQuery> queries;
-  if (!args.queries.empty()) {
-    KVINDEX_ASSIGN_OR_RETURN(queries, ReadQueries(args.queries, after));
-  }
-  std::unique_ptr<TraceExporter> exporter;
-  if (!args.to_trace.empty()) {
-    KVINDEX_ASSIGN_OR_RETURN(exporter, TraceExporter::Open(args.to_trace));
-  }
+// The stdout of a capture replay (buffered, written in chunks) and the answers to its queries
+// with their checks.
+struct ReplayOutput {
+  std::string out;
   std::vector<std::string> differences;
   QueryTotals totals;
-  LoadedCapture* loaded_ptr = nullptr;
-  std::string out;  // stdout buffer, flushed in chunks
 
-  auto flush = [&](bool force) {
+  void Flush(bool force) {
     if (out.size() >= (1u << 16) || (force && !out.empty())) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       out.clear();
     }
-  };
-  auto answer = [&](PendingQuery& q) {
+  }
+
+  // Answers `q` from `index` as it is now: one {"id", "data"} line, and a difference for every
+  // instance whose answer is not the expected one.
+  void Answer(PendingQuery& q, PrefixIndex& index) {
     q.answered = true;
     ++totals.answered;
-    auto match = MatchRequest(loaded_ptr->index(), q.request);
+    auto match = MatchRequest(index, q.request);
     json data = json::object();
     if (match.ok()) {
       data = json::parse(RenderQueryAnswer(*match, q.request.match.tenant))["data"];
@@ -194,7 +191,8 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
           data.contains(q.request.match.tenant) ? data[q.request.match.tenant] : json::object();
       bool differs = false;
       for (const auto& [instance, expected] : q.expect->items()) {
-        const json actual = tenant_answers.contains(instance) ? tenant_answers[instance] : json(nullptr);
+        const json actual =
+            tenant_answers.contains(instance) ? tenant_answers[instance] : json(nullptr);
         if (actual != expected) {
           differs = true;
           differences.push_back("query " + q.id_json.dump() + " (line " + std::to_string(q.line) +
@@ -204,38 +202,14 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
       }
       if (differs) ++totals.mismatches;
     }
-    flush(false);
-  };
-
-  auto hook = [&](const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch) {
-    if (exporter) exporter->OnApplied(source, seq, recv_ns, batch);
-    if (args.dump) {
-      for (const Event& event : batch.events) {
-        out += DumpLine(source, seq, recv_ns, batch, event).dump();
-        out += '\n';
-      }
-      flush(false);
-    }
-    if (!after.empty()) {
-      const auto range = after.equal_range({SourceDisplayName(source), seq});
-      for (auto it = range.first; it != range.second; ++it) {
-        if (!queries[it->second].answered) answer(queries[it->second]);
-      }
-    }
-  };
-
-  IndexOptions index_options;
-  index_options.max_blocks = args.max_blocks;
-  auto loaded = LoadedCapture::Create(index_options, hook);
-  loaded_ptr = loaded.get();  // queries at positions are answered while the capture is read
-  KVINDEX_RETURN_IF_ERROR(loaded->Read(args.inputs));
-  for (PendingQuery& q : queries) {
-    if (!q.answered) answer(q);
+    Flush(false);
   }
-  flush(true);
-  std::fflush(stdout);
+};
 
-  LoadedCapture& result = *loaded;
+// After the capture is read: the --to-trace summary, the index summary (when nothing else went to
+// stdout), the damage found, the query totals, --json, and every difference.
+Status Report(const CaptureReplayArgs& args, const LoadedCapture& result, TraceExporter* exporter,
+              bool has_queries, const ReplayOutput& output) {
   if (exporter) {
     KVINDEX_RETURN_IF_ERROR(exporter->Finish());
     std::fprintf(stderr, "kvindex replay: --to-trace %s: %s\n", args.to_trace.c_str(),
@@ -251,7 +225,8 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   }
   json summary = result.SummaryJson();
   if (exporter) summary["to_trace"] = exporter->StatsJson();
-  if (!queries.empty()) {
+  const QueryTotals& totals = output.totals;
+  if (has_queries) {
     const double hit = totals.tokens == 0 ? 0.0
                                           : static_cast<double>(totals.best_matched) /
                                                 static_cast<double>(totals.tokens);
@@ -261,18 +236,67 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
                           {"tokens", totals.tokens},
                           {"best_matched_tokens", totals.best_matched},
                           {"hit_rate", hit}};
-    std::fprintf(stderr, "kvindex replay: %llu queries, %llu checked, %llu differ; best-instance hit rate %s\n",
+    std::fprintf(stderr,
+                 "kvindex replay: %llu queries, %llu checked, %llu differ; best-instance hit rate "
+                 "%s\n",
                  static_cast<unsigned long long>(totals.answered),
                  static_cast<unsigned long long>(totals.checked),
                  static_cast<unsigned long long>(totals.mismatches), FormatPercent(hit).c_str());
   }
   if (!args.json.empty()) KVINDEX_RETURN_IF_ERROR(WriteJson(args.json, summary));
-  for (const std::string& d : differences) std::fprintf(stderr, "kvindex replay: %s\n", d.c_str());
-  if (totals.mismatches != 0 || !differences.empty()) {
+  for (const std::string& d : output.differences) {
+    std::fprintf(stderr, "kvindex replay: %s\n", d.c_str());
+  }
+  if (totals.mismatches != 0 || !output.differences.empty()) {
     return Status::Malformed(std::to_string(totals.mismatches) +
                              " queries differ from their expectation (listed above)");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RunCaptureReplay(const CaptureReplayArgs& args) {
+  std::multimap<std::pair<std::string, uint64_t>, size_t> after;
+  std::vector<PendingQuery> queries;
+  if (!args.queries.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(queries, ReadQueries(args.queries, after));
+  }
+  std::unique_ptr<TraceExporter> exporter;
+  if (!args.to_trace.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(exporter, TraceExporter::Open(args.to_trace));
+  }
+  ReplayOutput output;
+  LoadedCapture* loaded_ptr = nullptr;
+  auto hook = [&](const SourceConfig& source, uint64_t seq, int64_t recv_ns,
+                  const EventBatch& batch) {
+    if (exporter) exporter->OnApplied(source, seq, recv_ns, batch);
+    if (args.dump) {
+      for (const Event& event : batch.events) {
+        output.out += DumpLine(source, seq, recv_ns, batch, event).dump();
+        output.out += '\n';
+      }
+      output.Flush(false);
+    }
+    if (!after.empty()) {
+      const auto range = after.equal_range({SourceDisplayName(source), seq});
+      for (auto it = range.first; it != range.second; ++it) {
+        if (!queries[it->second].answered) output.Answer(queries[it->second], loaded_ptr->index());
+      }
+    }
+  };
+
+  IndexOptions index_options;
+  index_options.max_blocks = args.max_blocks;
+  auto loaded = LoadedCapture::Create(index_options, hook);
+  loaded_ptr = loaded.get();  // queries at positions are answered while the capture is read
+  KVINDEX_RETURN_IF_ERROR(loaded->Read(args.inputs));
+  for (PendingQuery& q : queries) {
+    if (!q.answered) output.Answer(q, loaded->index());
+  }
+  output.Flush(true);
+  std::fflush(stdout);
+  return Report(args, *loaded, exporter.get(), !queries.empty(), output);
 }
 
 }  // namespace kvindex::cli

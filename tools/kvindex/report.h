@@ -1,4 +1,4 @@
-// Shared output helpers for the subcommands: an aligned text table for stdout and `--json FILE`
+// Shared output of the subcommands: an aligned text table for stdout and `--json FILE`
 // writing (`-` = stdout), so every subcommand prints the same way (SPEC §1).
 #ifndef KVINDEX_TOOLS_REPORT_H_
 #define KVINDEX_TOOLS_REPORT_H_

@@ -1,6 +1,6 @@
 // `kvindex subscribe`: the live index. One I/O thread (the Subscriber) is the index's only writer;
-// the main thread waits for signals and prints status, and other threads (the HTTP server of the
-// serving issue) query the PrefixIndex concurrently.
+// the main thread waits for signals and prints status, and other threads (the HTTP server of
+// --http) query the PrefixIndex concurrently.
 #include <cstdio>
 #include <memory>
 #include <string>

@@ -4,8 +4,8 @@
 // missing blocks, removals of LRU victims when the capacity is reached).
 //
 // Thread safety: none (one thread).
-#ifndef KVINDEX_TOOLS_FAKE_WORKLOAD_H_
-#define KVINDEX_TOOLS_FAKE_WORKLOAD_H_
+#ifndef KVINDEX_TOOLS_FAKE_FAKE_WORKLOAD_H_
+#define KVINDEX_TOOLS_FAKE_FAKE_WORKLOAD_H_
 
 #include <cstdint>
 #include <list>
@@ -93,7 +93,7 @@ class SyntheticPrompts {
 // request i going to source i mod sources.
 class TracePrompts {
  public:
-  // Reads `path`; errors name the file and line. `max_requests` 0 = all.
+  // Reads `path`; errors name the file and line.
   static Result<TracePrompts> Load(const std::string& path, uint32_t block_size, size_t sources);
   // The next prompt of `source`, or nullopt when its share of the trace is exhausted.
   std::optional<std::vector<TokenId>> Next(size_t source);
@@ -111,4 +111,4 @@ class TracePrompts {
 
 }  // namespace kvindex::cli
 
-#endif  // KVINDEX_TOOLS_FAKE_WORKLOAD_H_
+#endif  // KVINDEX_TOOLS_FAKE_FAKE_WORKLOAD_H_

@@ -1,4 +1,4 @@
-#include "fake_model.h"
+#include "fake/fake_model.h"
 
 #include <algorithm>
 #include <set>

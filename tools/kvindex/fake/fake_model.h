@@ -11,8 +11,8 @@
 // prefix rank r's sources hold.
 //
 // Thread safety: none (one thread).
-#ifndef KVINDEX_TOOLS_FAKE_MODEL_H_
-#define KVINDEX_TOOLS_FAKE_MODEL_H_
+#ifndef KVINDEX_TOOLS_FAKE_FAKE_MODEL_H_
+#define KVINDEX_TOOLS_FAKE_FAKE_MODEL_H_
 
 #include <cstdint>
 #include <map>
@@ -71,4 +71,4 @@ uint8_t FakeTierBit(const std::optional<Tier>& tier);
 
 }  // namespace kvindex::cli
 
-#endif  // KVINDEX_TOOLS_FAKE_MODEL_H_
+#endif  // KVINDEX_TOOLS_FAKE_FAKE_MODEL_H_

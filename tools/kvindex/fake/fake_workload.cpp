@@ -1,4 +1,4 @@
-#include "fake_workload.h"
+#include "fake/fake_workload.h"
 
 #include <algorithm>
 #include <cmath>
@@ -98,7 +98,8 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
         const std::string key = ObjectKey(stored.block_hashes.back());
         stored.wire.object_key = key;
         out.push_back(std::move(stored));
-        Replica replica{Tier::Cpu(), "tcp://fake-store:0", std::string("memory")};
+        Replica replica{
+            .tier = Tier::Cpu(), .location = "tcp://fake-store:0", .tier_spelling = "memory"};
         out.push_back(StoreUpdate{key, {replica}});
         return;
       }

@@ -1,0 +1,45 @@
+// CLI11 validators for the flag values kvindex takes beyond CLI11's own (CLI::Range,
+// CLI::IsMember, CLI::PositiveNumber...): capacities with the words `inf` and `none`, counts
+// where 0 means off, engine hashes in the spellings engines print, decimal integers that CLI11
+// 2.1 would read as octal, and the comma-list form of a vector option. A validator's message
+// becomes the usage error "kvindex: --FLAG: MESSAGE".
+//
+// Thread safety: the validators keep no state; use them from the parsing thread.
+#ifndef KVINDEX_TOOLS_CLI_VALIDATORS_H_
+#define KVINDEX_TOOLS_CLI_VALIDATORS_H_
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace kvindex::cli {
+
+// Makes the vector option `option` a comma list: each occurrence takes one argument, which is
+// split at ',' (empty items are skipped), and repeated occurrences add their items. Returns
+// `option`.
+CLI::Option* CommaList(CLI::Option* option);
+
+// A transform that keeps "010" ten: CLI11 2.1's integer conversion reads a leading 0 as octal,
+// while kvindex's number lists are decimal. Drops the leading zeros of a decimal integer (after
+// an optional '-') and the blanks around it; any other text ("0x1f", words) passes for the
+// checks after it.
+CLI::Validator Decimal();
+
+// A transform for a capacity list item: a positive integer or `inf` (sim::kInfiniteCapacity),
+// and with `allow_none` also `none` or an empty item (0: no such tier), rewritten as the number.
+// Anything else fails with "'ITEM' is not a positive integer".
+CLI::Validator Capacity(bool allow_none);
+
+// A transform for an engine or prefix hash: decimal, 0x hex, or a negative decimal (64-bit two's
+// complement, as SGLang prints its hashes), blanks around it ignored, rewritten as the unsigned
+// decimal value. Anything else, or a value beyond 64 bits, fails with "'ITEM' is not a number".
+CLI::Validator Hash();
+
+// A check for a count where 0 means off and any other value must be at least `min`; `why`
+// (may be empty) says why, in the message.
+CLI::Validator ZeroOrAtLeast(uint64_t min, std::string why);
+
+}  // namespace kvindex::cli
+
+#endif  // KVINDEX_TOOLS_CLI_VALIDATORS_H_

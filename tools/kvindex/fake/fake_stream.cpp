@@ -1,0 +1,34 @@
+#include "fake/fake_stream.h"
+
+#include <variant>
+
+namespace kvindex::cli {
+
+std::string FakeSourceName(const SourceConfig& config) {
+  if (!config.dp_rank) return config.name;
+  return config.name + "/dp" + std::to_string(*config.dp_rank);
+}
+
+void CountEvents(FakeBatch& item) {
+  if (!item.batch) return;
+  const auto& events = item.batch->events;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    ++item.events;
+    if (const auto* s = std::get_if<BlockStored>(&e)) {
+      item.stored += s->block_hashes.size();
+      // A seed-era BlockStoreEvent: the StoreUpdate after it is part of the same wire event.
+      if (s->wire.object_key && i + 1 < events.size() &&
+          std::holds_alternative<StoreUpdate>(events[i + 1])) {
+        ++i;
+      }
+    }
+    if (const auto* r = std::get_if<BlockRemoved>(&e)) item.removed += r->block_hashes.size();
+    if (std::holds_alternative<AllCleared>(e)) ++item.cleared;
+    if (const auto* u = std::get_if<StoreUpdate>(&e)) {
+      if (u->replicas.empty()) ++item.removed;
+    }
+  }
+}
+
+}  // namespace kvindex::cli

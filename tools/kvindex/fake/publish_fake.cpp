@@ -1,0 +1,240 @@
+// kvindex publish-fake: a real ZeroMQ publisher of synthetic, trace-driven, listed or recorded KV
+// events in every supported wire format, with fault injection and the exact answers a correct
+// subscriber must give (SPEC §7, docs/cli.md).
+//
+// Everything is generated before the first send (generate_batches.h), faults are assigned
+// (faults.h) and a global schedule interleaves the sources (schedule.h). The same schedule drives
+// the simulated correct subscriber, which writes the `--out` capture and the `--emit-queries`
+// answers of FakeModel (simulated_subscriber.h), and the sockets (fake_publishers.h), so the three
+// agree.
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/codec/framing.h"
+
+#include "cli_validators.h"
+#include "commands.h"
+#include "fake/fake_publishers.h"
+#include "fake/fake_stream.h"
+#include "fake/fake_summary.h"
+#include "fake/faults.h"
+#include "fake/generate_batches.h"
+#include "fake/publish_fake_options.h"
+#include "fake/schedule.h"
+#include "fake/simulated_subscriber.h"
+
+namespace kvindex::cli {
+namespace {
+
+ReplayStyle DefaultReplayStyle(WireFormat f) {
+  switch (f) {
+    case WireFormat::kVllmMap:
+      return ReplayStyle::kVllmTopic;  // map era = vLLM >= 0.26
+    case WireFormat::kMooncake:
+    case WireFormat::kMooncakeSeed:
+      return ReplayStyle::kMooncake;
+    default:
+      return ReplayStyle::kVllm;
+  }
+}
+
+Status CheckOptions(const PublishFakeOptions& o) {
+  const int workloads = (o.synthetic ? 1 : 0) + (!o.trace.empty() ? 1 : 0) +
+                        (!o.capture.empty() ? 1 : 0) + (!o.batches_file.empty() ? 1 : 0);
+  if (workloads > 1) {
+    return Status::InvalidArgument("--synthetic, --trace, --capture and --batches are exclusive");
+  }
+  if (!o.batches_file.empty() && o.instances * o.dp_ranks != 1) {
+    return Status::InvalidArgument(
+        "--batches publishes one source: use --instances 1 --dp-ranks 1");
+  }
+  if (o.bind && !o.connect_host.empty()) {
+    return Status::InvalidArgument("--bind and --connect are exclusive");
+  }
+  const uint64_t sources = uint64_t{o.instances} * o.dp_ranks;
+  if (o.port == 0 || o.port + sources - 1 > 65535) {
+    return Status::InvalidArgument("--port " + std::to_string(o.port) + ": ports up to port + " +
+                                   std::to_string(sources - 1) + " must lie in 1..65535");
+  }
+  if (o.replay_port > 0 && o.replay_port + sources - 1 > 65535) {
+    return Status::InvalidArgument("--replay-port " + std::to_string(o.replay_port) +
+                                   ": ports must lie in 1..65535");
+  }
+  if (o.synth.prefix_blocks > o.synth.prompt_blocks) {
+    return Status::InvalidArgument("--prefix-blocks " + std::to_string(o.synth.prefix_blocks) +
+                                   " exceeds --prompt-blocks " +
+                                   std::to_string(o.synth.prompt_blocks));
+  }
+  if (o.capacity < o.synth.prompt_blocks && o.trace.empty()) {
+    return Status::InvalidArgument("--capacity " + std::to_string(o.capacity) +
+                                   " is smaller than a prompt (--prompt-blocks " +
+                                   std::to_string(o.synth.prompt_blocks) + ")");
+  }
+  // CLI11 checked each value on its own; NaN passes its range checks, so the doubles once more.
+  if (!(o.speed > 0)) return Status::InvalidArgument("--speed must be positive");
+  if (!(o.rate >= 0)) return Status::InvalidArgument("--rate must not be negative");
+  if (!(o.synth.zipf >= 0)) return Status::InvalidArgument("--zipf must not be negative");
+  return Status::Ok();
+}
+
+Status RunPublishFake(const PublishFakeOptions& o) {
+  KVINDEX_RETURN_IF_ERROR(CheckOptions(o));
+  KVINDEX_ASSIGN_OR_RETURN(WireFormat format, ParseWireFormat(o.format));
+  ReplayStyle style = DefaultReplayStyle(format);
+  if (!o.replay_style.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(style, ParseReplayStyle(o.replay_style));
+  }
+  const bool network = o.out.empty();
+  KVINDEX_ASSIGN_OR_RETURN(FakeStream stream, GenerateStream(o, format));
+  for (FakeSource& src : stream.sources) AssignFaults(o, src);
+  const std::vector<ScheduleStep> steps = Schedule(stream.sources, !o.capture.empty());
+
+  // The correct subscriber's view: model, queries, --out capture.
+  SimulatedSubscriber subscriber(o, style, stream);
+  KVINDEX_RETURN_IF_ERROR(subscriber.Open(format));
+  for (const ScheduleStep& step : steps) {
+    KVINDEX_RETURN_IF_ERROR(subscriber.Step(step.source, step.index));
+  }
+  KVINDEX_RETURN_IF_ERROR(subscriber.Finish());
+
+  PublishRun run;
+  if (network) KVINDEX_RETURN_IF_ERROR(PublishLive(o, stream.sources, steps, style, run));
+  return WriteSummary(o, style, stream.sources, subscriber.model(), network ? &run : nullptr);
+}
+
+// Counts that must be at least 1 (instances, ranks, events per batch, block sizes).
+CLI::Validator AtLeastOne() {
+  return CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()).description("N>=1");
+}
+
+// The workload, the sources and their sockets (the first half of --help).
+void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
+  cmd->add_option("--format", o.format,
+                  "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed")
+      ->check(
+          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed"}))
+      ->capture_default_str();
+  cmd->add_option("--replay-style", o.replay_style,
+                  "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")
+      ->check(CLI::IsMember({"vllm", "vllm-topic", "mooncake"}));
+  cmd->add_flag("--synthetic", o.synthetic,
+                "Seeded synthetic workload (the default): shared prefixes with Zipf popularity, "
+                "per-source LRU capacity");
+  cmd->add_option("--trace", o.trace,
+                  "Workload from a Mooncake/Bailian JSONL trace (hash_ids), request i to source "
+                  "i mod sources; token ids derived from hash ids");
+  cmd->add_option("--capture", o.capture,
+                  "Re-publish a capture's live messages at the recorded pace x --speed");
+  cmd->add_option("--batches", o.batches_file,
+                  "Publish the logical batches of a JSONL file (one {ts, events, dp_rank?} per "
+                  "line, events as vLLM names their fields) on one source");
+  cmd->add_option("--speed", o.speed, "--capture pace multiplier (2 = twice as fast)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--instances", o.instances, "Instances fake-0..fake-(N-1)")
+      ->check(AtLeastOne())
+      ->capture_default_str();
+  cmd->add_option("--dp-ranks", o.dp_ranks, "Data-parallel ranks (sources) per instance")
+      ->check(AtLeastOne())
+      ->capture_default_str();
+  cmd->add_option("--port", o.port, "Instance i, rank r publishes on port P + i*R + r")
+      ->capture_default_str();
+  cmd->add_option("--replay-port", o.replay_port,
+                  "Replay ROUTER of instance i, rank r on Q + i*R + r (0 = no replay endpoint)")
+      ->capture_default_str();
+  cmd->add_flag("--bind", o.bind, "Bind tcp://*:PORT (the default)");
+  cmd->add_option("--connect", o.connect_host,
+                  "Connect to tcp://HOST:PORT instead of binding (the subscriber binds)");
+  cmd->add_option("--topic", o.topic, "Topic frame of every message (default empty)");
+  cmd->add_option("--model", o.model, "Model name (sent by Mooncake formats; used in queries)")
+      ->capture_default_str();
+}
+
+// The stream, its faults and pace, the answers and outputs, the synthetic workload's shape.
+void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
+  cmd->add_option("--count", o.count, "Batches per source (0 = until the trace or list ends)")
+      ->capture_default_str();
+  cmd->add_option("--events-per-batch", o.events_per_batch, "Events per batch")
+      ->check(AtLeastOne())
+      ->capture_default_str();
+  cmd->add_option("--rate", o.rate, "Batches per second per source (0 = as fast as possible)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the synthetic workload")->capture_default_str();
+  cmd->add_flag("--blast", o.blast,
+                "Send everything as fast as possible (payloads are pre-encoded; unlimited SNDHWM)");
+  cmd->add_option("--drop-every", o.drop_every,
+                  "Do not send every Nth batch live (it stays in the replay ring; N >= 2)")
+      ->check(ZeroOrAtLeast(2, ""));
+  cmd->add_option("--duplicate-every", o.duplicate_every, "Send every Nth batch twice");
+  cmd->add_option("--corrupt-every", o.corrupt_every,
+                  "Send a corrupt live copy of every Nth batch (the ring keeps the good one)");
+  cmd->add_option(
+         "--restart-after", o.restart_after,
+         "After N batches per source, restart: empty the cache and ring, reset the sequence")
+      ->check(ZeroOrAtLeast(2, "a restart shows as a sequence going back below the watermark"));
+  cmd->add_option("--ring", o.ring, "Replay ring size in batches")->capture_default_str();
+  cmd->add_option(
+         "--linger", o.linger,
+         "After the last batch, keep serving replay requests until S seconds pass without one")
+      ->capture_default_str();
+  cmd->add_option("--wait-subscribers", o.wait_subscribers,
+                  "Wait until N subscriptions reached every source (XPUB) before publishing");
+  cmd->add_option("--wait-timeout", o.wait_timeout, "Seconds --wait-subscribers waits at most")
+      ->capture_default_str();
+  cmd->add_option("--hwm", o.hwm, "Send high-water mark in messages (--blast: unlimited)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--emit-queries", o.emit_queries,
+      "Write the SPEC §5 query file with expected answers from publish-fake's own model");
+  cmd->add_option("--query-every", o.query_every,
+                  "With --emit-queries: also query after every Nth batch of each source");
+  cmd->add_option("--out", o.out,
+                  "Write the stream as a correct subscriber would have recorded it to a capture "
+                  "file instead of publishing");
+  cmd->add_option("--json", o.json, "Write the summary as JSON to FILE (- = stdout)");
+  cmd->add_option("--block-size", o.synth.block_size, "Tokens per block")
+      ->check(AtLeastOne())
+      ->capture_default_str();
+  cmd->add_option("--prompt-blocks", o.synth.prompt_blocks, "Synthetic: full blocks per prompt")
+      ->check(AtLeastOne())
+      ->capture_default_str();
+  cmd->add_option("--prefix-blocks", o.synth.prefix_blocks,
+                  "Synthetic: leading blocks taken from a shared prefix")
+      ->capture_default_str();
+  cmd->add_option("--prefixes", o.synth.prefixes, "Synthetic: distinct shared prefixes")
+      ->capture_default_str();
+  cmd->add_option("--zipf", o.synth.zipf,
+                  "Synthetic: Zipf exponent of prefix popularity (0 = uniform)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--capacity", o.capacity,
+                  "Blocks each source's cache holds before evicting (LRU; evictions are removals)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddPublishFakeCommand(CLI::App& app, CommandOutcome& outcome) {
+  auto opts = std::make_shared<PublishFakeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "publish-fake",
+      "Publish synthetic, trace-driven, listed or recorded KV events over ZeroMQ in any wire "
+      "format, with fault injection and expected query answers");
+  AddSourceFlags(cmd, *opts);
+  AddStreamFlags(cmd, *opts);
+  cmd->callback([opts, &outcome]() {
+    outcome.command = "publish-fake";
+    PublishFakeOptions run = *opts;
+    run.synth.seed = run.seed;
+    outcome.status = RunPublishFake(run);
+  });
+}
+
+}  // namespace kvindex::cli
