@@ -52,7 +52,8 @@ class LoadedCapture : public IngestObserver {
   const std::vector<CaptureProblem>& problems() const { return problems_; }
   uint64_t records() const { return records_; }
 
-  // The summary table of SPEC §5: per instance and tier, then per source.
+  // The summary table of `replay CAPTURE` (docs/cli.md "replay CAPTURE"): per instance and tier,
+  // then per source.
   std::string RenderSummary() const;
   nlohmann::json SummaryJson() const;
 

@@ -1,4 +1,4 @@
-// `subscribe --http`: the HTTP API (SPEC §4) over the live index, with a ServerBackend that runs
+// `subscribe --http`: the HTTP API (docs/http-api.md) over the live index, with a ServerBackend that runs
 // writer work on the Subscriber's I/O thread: unregister through Subscriber::Submit(), register
 // through Subscriber::AddSourceWhileRunning().
 #ifndef KVINDEX_TOOLS_HTTP_SERVE_H_

@@ -1,4 +1,4 @@
-// kvindex: one binary, five subcommands over libindex (SPEC §1). main() only builds the CLI,
+// kvindex: one binary, five subcommands over libindex (docs/cli.md "Conventions"). main() only builds the CLI,
 // registers the subcommands and maps failures to exit codes: 0 ok, 1 data or runtime error,
 // 2 usage error.
 #include <cstdio>

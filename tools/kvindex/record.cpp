@@ -1,4 +1,4 @@
-// `kvindex record`: every message of live sources into a capture file (SPEC §5), with the replay
+// `kvindex record`: every message of live sources into a capture file (docs/capture-format.md), with the replay
 // protocol run as `subscribe` runs it (replayed batches marked, observations recorded), no index.
 #include <chrono>
 #include <cstdio>
@@ -97,9 +97,9 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
   CLI::App* cmd = app.add_subcommand(
       "record",
       "Record live KV-event sources into a capture file: raw frames, replayed batches marked, "
-      "gaps/lost/restarts/malformed observed (SPEC §5)");
+      "gaps/lost/restarts/malformed observed (docs/capture-format.md)");
   cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; SPEC §2)");
+                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")");
   cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", options->out, "Capture file to create (rotated files: NAME.1.EXT, ...)")

@@ -1,6 +1,6 @@
-// `kvindex replay INPUT`: offline replay. For a request trace (SPEC §6) it simulates a cluster
+// `kvindex replay INPUT`: offline replay. For a request trace (docs/simulation.md) it simulates a cluster
 // for every configuration of a grid (policies × capacities × routers × instance counts), in
-// parallel, and reports hit rates (replay_trace.cpp). Capture files (SPEC §5) are recognised by
+// parallel, and reports hit rates (replay_trace.cpp). Capture files (docs/capture-format.md) are recognised by
 // DetectInput() and rebuilt into the index (replay_capture.cpp).
 #include <cerrno>
 #include <cstring>

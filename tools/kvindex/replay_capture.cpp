@@ -29,7 +29,7 @@ json OptionalText(const std::optional<std::string>& text) {
   return text ? json(*text) : json(nullptr);
 }
 
-// One applied event as SPEC §5's --dump line.
+// One applied event as a --dump line (docs/cli.md "The --dump line").
 json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch,
               const Event& event) {
   json line = {{"source", SourceDisplayName(source)}, {"instance", source.name}};

@@ -1,4 +1,4 @@
-// `kvindex replay CAPTURE...`: rebuild the index from a capture and report (SPEC §5).
+// `kvindex replay CAPTURE...`: rebuild the index from a capture and report (docs/cli.md "replay CAPTURE").
 #ifndef KVINDEX_TOOLS_REPLAY_CAPTURE_H_
 #define KVINDEX_TOOLS_REPLAY_CAPTURE_H_
 

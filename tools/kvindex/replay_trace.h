@@ -1,4 +1,4 @@
-// `kvindex replay TRACE`: a request trace (SPEC §6) simulated on a cluster for every configuration
+// `kvindex replay TRACE`: a request trace (docs/simulation.md) simulated on a cluster for every configuration
 // of the grid (policies x capacities x routers x instance counts x shared tiers), in parallel, or
 // counted as the upstream storage benchmark counts (--mode storage-benchmark); the results as a
 // table, --json, --csv and --plot.

@@ -1,5 +1,5 @@
 // Shared output of the subcommands: an aligned text table for stdout and `--json FILE`
-// writing (`-` = stdout), so every subcommand prints the same way (SPEC §1).
+// writing (`-` = stdout), so every subcommand prints the same way (docs/cli.md "Conventions").
 #ifndef KVINDEX_TOOLS_REPORT_H_
 #define KVINDEX_TOOLS_REPORT_H_
 

@@ -95,7 +95,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
   run.extra = [&index] {
     return std::to_string(index.stats().blocks) + " resident blocks";
   };
-  // The HTTP server (SPEC §4) queries `index` on its own threads; writes go through Submit().
+  // The HTTP server (docs/http-api.md) queries `index` on its own threads; writes go through Submit().
   KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServing(options.http, options.config, index,
                                                        *subscriber, sources));
   const LiveOutcome outcome = RunLive(*subscriber, run);
@@ -132,7 +132,7 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       "Keep a live prefix index of KV-event sources (gap recovery, restarts, backfill), "
       "optionally recording a capture");
   cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; SPEC §2)");
+                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")");
   cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
       ->check(CLI::ExistingFile);
   cmd->add_option("--record", options->record, "Also record a capture to FILE");

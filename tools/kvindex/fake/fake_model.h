@@ -1,9 +1,9 @@
 // FakeModel: publish-fake's own, deliberately simple model of what it published, used to write the
-// `expect` answers of `--emit-queries` (SPEC §5, §7). It must stay independent of PrefixIndex (the
+// `expect` answers of `--emit-queries` (docs/cli.md "Expected answers"). It must stay independent of PrefixIndex (the
 // code those answers test): per source, a map from engine hash to (prefix hash, tiers), and per
 // query a walk over the prompt's prefix hashes (block_hash.h), instance by instance.
 //
-// Rules it models (SPEC §3): a BlockStored is indexed under its parent's prefix hash (root when the
+// Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash (root when the
 // parent is nil) and only when the parent is known to that source (else an orphan, skipped); token
 // ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier; AllCleared and a
 // restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers by key. An

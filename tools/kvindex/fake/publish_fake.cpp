@@ -1,6 +1,6 @@
 // kvindex publish-fake: a real ZeroMQ publisher of synthetic, trace-driven, listed or recorded KV
 // events in every supported wire format, with fault injection and the exact answers a correct
-// subscriber must give (SPEC §7, docs/cli.md).
+// subscriber must give (docs/cli.md "publish-fake").
 //
 // Everything is generated before the first send (generate_batches.h), faults are assigned
 // (faults.h) and a global schedule interleaves the sources (schedule.h). The same schedule drives
@@ -192,7 +192,7 @@ void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
       ->capture_default_str();
   cmd->add_option(
       "--emit-queries", o.emit_queries,
-      "Write the SPEC §5 query file with expected answers from publish-fake's own model");
+      "Write a replay --queries file with expected answers from publish-fake's own model");
   cmd->add_option("--query-every", o.query_every,
                   "With --emit-queries: also query after every Nth batch of each source");
   cmd->add_option("--out", o.out,

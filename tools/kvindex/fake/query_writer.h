@@ -1,4 +1,4 @@
-// The `--emit-queries` file: SPEC §5 query lines ({"id", "query": {model, token_ids}, "after"?,
+// The `--emit-queries` file: query lines of docs/cli.md "Query files" ({"id", "query": {model, token_ids}, "after"?,
 // "expect"}), numbered q0, q1, ... in the order they are written, each with the answer
 // publish-fake's own model expects.
 //
