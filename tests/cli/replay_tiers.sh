@@ -114,7 +114,8 @@ run "$KVINDEX" replay "$S" --mode nope
 expect_status 2 "bad mode"
 expect_stderr_contains "--mode"
 
-# The public traces' reference numbers (seed-facts §4.6), through the CLI.
+# The public traces' reference numbers through the CLI (docs/simulation.md
+# "Storage-benchmark mode").
 [ "$failures" -eq 0 ] || finish
 require_shared traces/conversation_trace.jsonl
 run "$KVINDEX" replay "$KVINDEX_SHARED_DIR/traces/conversation_trace.jsonl" --mode storage-benchmark --json -
