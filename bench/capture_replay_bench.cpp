@@ -1,10 +1,10 @@
 // BM_CaptureReplay: a capture of 1-event batches (vLLM positional, one 16-token block each, chains
 // of 32 blocks, 4 sources) read, checksum-verified, decoded and applied to a PrefixIndex through
-// CaptureReplayer — the whole offline path. Items = batches. Target (SPEC §8): >= 1 M batches/s.
-// Baselines in the same binary: BM_CaptureRead (read + verify only), BM_CaptureDecode (read +
-// verify + decode into a fresh EventBatch per record, no index) and BM_CaptureDecodeInto (the
-// same into one reused EventBatch, as the Ingestor decodes), so the cost of each stage shows as a
-// ratio.
+// CaptureReplayer — the whole offline path. Items = batches. Target (docs/benchmarks.md
+// "Headline figures"): >= 1 M batches/s. Baselines in the same binary: BM_CaptureRead (read +
+// verify only), BM_CaptureDecode (read + verify + decode into a fresh EventBatch per record, no
+// index) and BM_CaptureDecodeInto (the same into one reused EventBatch, as the Ingestor decodes),
+// so the cost of each stage shows as a ratio.
 #include <unistd.h>
 
 #include <cstdio>

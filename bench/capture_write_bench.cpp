@@ -4,11 +4,12 @@
 // range(1) records, then Close(). The file is a real one in the temporary directory ($TMPDIR, else
 // /tmp), removed after each iteration.
 //
-// range(0): 0 = write(2) per cycle (the writer before the seventh session), 1 = mapped windows with
-// 4 KiB pages, 2 = mapped windows with large folios (what the tools use). Time is the process's CPU
-// time over all its threads (the writer's fsync and window threads included), so the figure is the
-// whole cost of recording, not only the recording thread's share; real time is reported too. Items
-// = records. Mode 0 in the same run is the baseline: report modes 1 and 2 as ratios to it.
+// range(0): 0 = write(2) per cycle (the baseline of docs/benchmarks.md "Capture"), 1 = mapped
+// windows with 4 KiB pages, 2 = mapped windows with large folios (what the tools use). Time is the
+// process's CPU time over all its threads (the writer's fsync and window threads included), so the
+// figure is the whole cost of recording, not only the recording thread's share; real time is
+// reported too. Items = records. Mode 0 in the same run is the baseline: report modes 1 and 2 as
+// ratios to it.
 #include <unistd.h>
 
 #include <cstdio>

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The Python baseline of scripts/bench-replay.sh: a straightforward single-instance simulator of
-SPEC §6 (the one a capacity planner would write first), timed over the same sweep as kvindex.
+docs/simulation.md (the one a capacity planner would write first), timed over the same sweep as
+kvindex.
 
     replay_baseline.py TRACE --policy lru,lfu,fifo --capacity 1000,10000,inf
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# HTTP query latency under ingest (issue 9): bench/http_load (open loop, latency from the scheduled
-# send time) POSTs /query with 2,048-token prompts (128 blocks of 16) to `kvindex subscribe --http`
-# whose index holds >= 1 M presences, while publish-fake streams 200 k blocks/s into the same
-# process on a second source. Baselines, same rate and connections, same run: kvindex with no
-# ingest (what the ingest costs the queries), and bench/http_floor, a server that does nothing,
-# with and without the same ingest load on the machine (the machine's own floor: the generator,
-# loopback TCP, thread wake-ups and the scheduling of the CPUs; on a small VM its p99 alone can
-# exceed 1 ms). It also prints each server's process CPU per request sent (all threads, over the
-# generator's run): kvindex's beside http_floor's shows what the HTTP stack costs beyond the
-# answer itself (the mean server time per query).
+# HTTP query latency under ingest (docs/benchmarks.md "Latency and CPU under ingest"):
+# bench/http_load (open loop, latency from the scheduled send time) POSTs /query with 2,048-token
+# prompts (128 blocks of 16) to `kvindex subscribe --http` whose index holds >= 1 M presences, while
+# publish-fake streams 200 k blocks/s into the same process on a second source. Baselines, same rate
+# and connections, same run: kvindex with no ingest (what the ingest costs the queries), and
+# bench/http_floor, a server that does nothing, with and without the same ingest load on the machine
+# (the machine's own floor: the generator, loopback TCP, thread wake-ups and the scheduling of the
+# CPUs; on a small VM its p99 alone can exceed 1 ms). It also prints each server's process CPU per
+# request sent (all threads, over the generator's run): kvindex's beside http_floor's shows what the
+# HTTP stack costs beyond the answer itself (the mean server time per query).
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
 #   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000, STREAM_EPB=50 events per

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ZMQ ingest on loopback (SPEC §8): `publish-fake --blast` -> `kvindex subscribe` (live index), and
-# the same with `subscribe --record`. Prints blocks/s, batches/s, gaps recovered, batches lost and
-# CPU seconds per process; writes bench/results/ingest-<short commit>.json.
+# ZMQ ingest on loopback (docs/benchmarks.md "Ingest"): `publish-fake --blast` ->
+# `kvindex subscribe` (live index), and the same with `subscribe --record`. Prints blocks/s,
+# batches/s, gaps recovered, batches lost and CPU seconds per process; writes
+# bench/results/ingest-<short commit>.json.
 #
 # Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE] [REPS]
 #   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# publish-fake --blast publishing rate (SPEC §8: the publisher must comfortably exceed the ZMQ
-# ingest targets, 1 M blocks/s with 50-event batches and 100 k batches/s with 1-event batches, or
-# the ingest benchmark measures the publisher).
+# publish-fake --blast publishing rate (docs/benchmarks.md "Ingest"): the publisher must comfortably
+# exceed the ZMQ ingest targets, 1 M blocks/s with 50-event batches and 100 k batches/s with 1-event
+# batches, or the ingest benchmark measures the publisher.
 #
 # Usage: scripts/bench-publish.sh [BUILD_DIR]   (default build). Writes
 # bench/results/publish-<short commit>.json. A python3-zmq SUB is connected (RCVHWM unlimited,

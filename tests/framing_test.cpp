@@ -131,7 +131,8 @@ TEST_CASE("Replay replies in every layout are classified without being told the 
        {"", "", "ffffffffffffffff", ""}},
       {ReplayStyle::kMooncake,
        {"", "0000000000000007", "92cb41da13b86000000090"},
-       {"", "", "ffffffffffffffff"}},  // seed-facts §1.7: empty seq frame, FF x8 as payload
+       // End marker: an empty seq frame, FF x8 as payload (docs/wire-formats.md "Replay").
+       {"", "", "ffffffffffffffff"}},
   };
   for (const Case& c : cases) {
     CAPTURE(ReplayStyleName(c.style));

@@ -7,7 +7,8 @@ namespace {
 
 TEST_SUITE("instance") {
 
-TEST_CASE("Every spelling of SPEC §2's tier table normalises, case-insensitively") {
+// docs/wire-formats.md "Tiers"
+TEST_CASE("Every spelling of the tier table normalises, case-insensitively") {
   struct Case {
     const char* wire;
     Tier::Kind kind;

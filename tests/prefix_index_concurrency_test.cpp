@@ -1,7 +1,8 @@
 // Concurrency stress: one writer applies a seeded event stream while reader threads query and read
-// statistics (SPEC §3 "Concurrency"). Each answer must be internally consistent, and the final
-// index must answer exactly like one built from the same stream on a single thread (no lost or
-// torn updates). scripts/check-all.sh runs it under TSan (clang, -DKVINDEX_SANITIZE=thread), which
+// statistics (docs/architecture.md "Index concurrency"). Each answer must be internally consistent,
+// and the final index must answer exactly like one built from the same stream on a single thread
+// (no lost or torn updates). scripts/check-all.sh runs it under TSan (clang,
+// -DKVINDEX_SANITIZE=thread), which
 // reports any data race between the writer and the readers.
 #include <algorithm>
 #include <atomic>

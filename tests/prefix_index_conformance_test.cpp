@@ -1,6 +1,7 @@
-// Conformance suite (STYLE §2.6): one TEST_CASE_TEMPLATE run against every PrefixIndex
-// implementation — the real index and the naive reference of tests/reference_index.h — through a
-// small adapter each. Expected answers are hand-computed.
+// Conformance suite: every implementation of an interface passes the same tests, so one
+// TEST_CASE_TEMPLATE runs against every PrefixIndex implementation — the real index and the naive
+// reference of tests/reference_index.h — through a small adapter each. Expected answers are
+// hand-computed.
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,7 +94,9 @@ InstanceMatch Get(const PrefixMatch& m, std::string_view name) {
 }
 
 TEST_SUITE("prefix_index") {
-  TEST_CASE_TEMPLATE("Conformance: the SPEC §3 worked example", T, RealAdapter, ReferenceAdapter) {
+  // docs/index-rules.md "Worked example"
+  TEST_CASE_TEMPLATE("Conformance: the worked example of the index rules", T, RealAdapter,
+                     ReferenceAdapter) {
     T x;
     const int r0 = x.AddSource("A", 0, false);
     const int r1 = x.AddSource("A", 1, false);

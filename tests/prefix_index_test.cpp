@@ -1,6 +1,7 @@
-// PrefixIndex: the SPEC §3 worked example, every rule of SPEC §3, and one regression test per
-// upstream conductor indexing bug of seed-facts §3.12 (named by its B-number and the triggering
-// input). Expected answers are hand-computed token counts, never taken from the index.
+// PrefixIndex: the worked example and every rule of docs/index-rules.md, and one regression test
+// per upstream conductor indexing bug of docs/upstream-pitfalls.md (named by the behaviour kvindex
+// keeps instead, with the pitfall's section cited above it). Expected answers are hand-computed
+// token counts, never taken from the index.
 #include "kvindex/index/prefix_index.h"
 
 #include <atomic>
@@ -70,7 +71,8 @@ InstanceMatch MatchOne(const PrefixIndex& index, const MatchQuery& q,
 const std::vector<TokenId> kPrompt = {101, 15, 100, 55, 89, 63};
 
 TEST_SUITE("prefix_index") {
-  TEST_CASE("SPEC §3 worked example: longest 6, GPU 4, CPU 4, DISK 4, DP {0:4, 1:2}") {
+  // docs/index-rules.md "Worked example"
+  TEST_CASE("The worked example: longest 6, GPU 4, CPU 4, DISK 4, DP {0:4, 1:2}") {
     PrefixIndex index;
     const SourceId r0 = Add(index, Engine("A", 0));
     const SourceId r1 = Add(index, Engine("A", 1));
@@ -127,7 +129,8 @@ TEST_SUITE("prefix_index") {
     CHECK(unknown->instances.empty());
   }
 
-  TEST_CASE("B1: tier spellings 'cpu', 'CPU', 'NPU', 'gpu' all count (case-insensitive tiers)") {
+  // docs/upstream-pitfalls.md "Tier names are case-insensitive"
+  TEST_CASE("Tier spellings 'cpu', 'CPU', 'NPU' and 'gpu' all count: tiers are case-insensitive") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     Apply(index, a,
@@ -141,7 +144,8 @@ TEST_SUITE("prefix_index") {
     CHECK(m.cpu == 4);
   }
 
-  TEST_CASE("B2: a block stored with medium DISK counts under DISK") {
+  // docs/upstream-pitfalls.md "DISK presence is counted"
+  TEST_CASE("A block stored with medium DISK counts under DISK") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55}, ParseTier("DISK"))}));
@@ -151,7 +155,8 @@ TEST_SUITE("prefix_index") {
     CHECK(m.gpu == 0);
   }
 
-  TEST_CASE("B3: the walk stops at the first missing block; an unknown tier still counts") {
+  // docs/upstream-pitfalls.md "The walk stops at the first missing block"
+  TEST_CASE("The walk stops at the first missing block; a block in an unknown tier still counts") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     // H1 in tier "HBM3" (kept as its own tier), H2 missing, H3 present under a known H2' parent.
@@ -171,7 +176,8 @@ TEST_SUITE("prefix_index") {
     CHECK(mb.gpu == 2);
   }
 
-  TEST_CASE("B4: parent hash 0 is a valid hash; only a nil parent is the root") {
+  // docs/upstream-pitfalls.md "Parent hash 0 is a hash, not the root"
+  TEST_CASE("Parent hash 0 is a valid hash; only a nil parent is the root") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     auto r = Apply(index, a, Batch({Stored({0}, std::nullopt, {101, 15}),
@@ -185,7 +191,8 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, Query(), kPrompt, "B").longest_matched == 0);
   }
 
-  TEST_CASE("B5: BlockStored with unknown parent 555 is an orphan: not re-rooted, counted") {
+  // docs/upstream-pitfalls.md "An unknown parent makes an orphan, never a new root"
+  TEST_CASE("A BlockStored under an unknown parent is an orphan: not re-rooted, counted") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     // Tokens [101,15] under an unknown parent: re-rooting would falsely match prompt [101,15,...].
@@ -201,7 +208,8 @@ TEST_SUITE("prefix_index") {
     CHECK(s.instances[0].orphans == 2);
   }
 
-  TEST_CASE("B6: an event [E1 known, E2 new] chains E2 from E1, not from the root") {
+  // docs/upstream-pitfalls.md "Known blocks still advance the chain"
+  TEST_CASE("An event [E1 known, E2 new] chains E2 from E1, not from the root") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     Apply(index, a, Batch({Stored({1}, std::nullopt, {101, 15})}));
@@ -212,7 +220,8 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, Query(), {100, 55}, "A").longest_matched == 0);
   }
 
-  TEST_CASE("B7: source tenant 't1' is kept on store and remove; tenant 'default' sees nothing") {
+  // docs/upstream-pitfalls.md "The tenant is kept on store and remove"
+  TEST_CASE("The source's tenant is kept on store and remove; tenant default sees none of it") {
     PrefixIndex index;
     SourceConfig c = Engine("A");
     c.tenant = "t1";
@@ -228,7 +237,8 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, t1, kPrompt, "A").longest_matched == 2);
   }
 
-  TEST_CASE("B8: salt 's' (source salt or root cache_salt) scopes the chain; children inherit") {
+  // docs/upstream-pitfalls.md "The salt scopes stored blocks too"
+  TEST_CASE("A source salt or a root cache_salt scopes the chain, and children inherit it") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     BlockStored root = Stored({1}, std::nullopt, {101, 15});
@@ -248,7 +258,8 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, Query(), kPrompt, "B").longest_matched == 0);
   }
 
-  TEST_CASE("B9: event LoRA (lora_name 'L', lora_id 3) scopes blocks; -1 means no LoRA") {
+  // docs/upstream-pitfalls.md "An event's LoRA scopes its blocks"
+  TEST_CASE("An event's lora_name or lora_id >= 0 scopes its blocks; lora_id -1 means no LoRA") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     BlockStored named = Stored({1}, std::nullopt, {101, 15});
@@ -271,7 +282,9 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, l, kPrompt, "A").longest_matched == 0);
   }
 
-  TEST_CASE("B10: configured block size 3, engine block size 2: the remove finds its block") {
+  // docs/upstream-pitfalls.md "A remove finds its block whatever the configured block size"
+  TEST_CASE(
+      "With configured block size 3 and engine block size 2, a remove still finds its block") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A", std::nullopt, 3));
     BlockStored e = Stored({1, 2}, std::nullopt, {101, 15, 100, 55});
@@ -289,7 +302,8 @@ TEST_SUITE("prefix_index") {
     CHECK(s.engine_hashes == 0);
   }
 
-  TEST_CASE("B11: removing rank 0's GPU replica keeps rank 1's and rank 0's CPU replica") {
+  // docs/upstream-pitfalls.md "Removing one replica keeps the others"
+  TEST_CASE("Removing rank 0's GPU replica keeps rank 1's and rank 0's CPU replica") {
     PrefixIndex index;
     const SourceId r0 = Add(index, Engine("A", 0));
     const SourceId r1 = Add(index, Engine("A", 1));
@@ -306,7 +320,8 @@ TEST_SUITE("prefix_index") {
     CHECK(index.stats().presences == 2);
   }
 
-  TEST_CASE("B12: the same BlockStored applied 3 times (replay) is undone by one BlockRemoved") {
+  // docs/upstream-pitfalls.md "Replayed stores are idempotent"
+  TEST_CASE("The same BlockStored applied 3 times is undone by one BlockRemoved") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     const EventBatch stored = Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})});
@@ -320,7 +335,8 @@ TEST_SUITE("prefix_index") {
     CHECK(MatchOne(index, Query(), kPrompt, "A").longest_matched == 0);
   }
 
-  TEST_CASE("B13: remove then evict (max_blocks 2) never double-counts resident blocks") {
+  // docs/upstream-pitfalls.md "A removed block leaves the eviction order"
+  TEST_CASE("Remove then evict never double-counts resident blocks") {
     PrefixIndex index(IndexOptions{.max_blocks = 2});
     const SourceId a = Add(index, Engine("A"));
     Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {101, 15, 100, 55})}));
@@ -334,7 +350,8 @@ TEST_SUITE("prefix_index") {
     CHECK(s.presences == 2);
   }
 
-  TEST_CASE("B14: queries touching the LRU order run concurrently with evicting stores") {
+  // docs/upstream-pitfalls.md "Queries never reorder the LRU list"
+  TEST_CASE("Queries touching the LRU order run concurrently with evicting stores") {
     // The upstream mutates its LRU list under a read lock; here queries only write an atomic
     // touch stamp. Run under TSan by scripts/check-all.sh.
     PrefixIndex index(IndexOptions{.max_blocks = 64});
@@ -355,7 +372,8 @@ TEST_SUITE("prefix_index") {
     CHECK(index.stats().blocks == 64);
   }
 
-  TEST_CASE("B15: two DP-rank sources of instance A both keep their data (one instance)") {
+  // docs/upstream-pitfalls.md "DP ranks of one instance share one index"
+  TEST_CASE("Two DP-rank sources of one instance both keep their data in one instance") {
     PrefixIndex index;
     const SourceId r0 = Add(index, Engine("A", 0));
     const SourceId r1 = Add(index, Engine("A", 1));
@@ -370,7 +388,8 @@ TEST_SUITE("prefix_index") {
     CHECK(index.stats().instances.size() == 1);
   }
 
-  TEST_CASE("B16: DP ranks of an instance are reported (rank 1 with no match shows 0)") {
+  // docs/upstream-pitfalls.md "Every DP rank is reported"
+  TEST_CASE("Every DP rank of an instance is reported, with 0 when it matches nothing") {
     PrefixIndex index;
     const SourceId r0 = Add(index, Engine("A", 0));
     const SourceId r1 = Add(index, Engine("A", 1));
@@ -382,7 +401,8 @@ TEST_SUITE("prefix_index") {
     CHECK(m.dp[1] == DpTokens{1, 0});
   }
 
-  TEST_CASE("B18: a query with block_size 0, or an instance of unknown block size, never divides by 0") {
+  // docs/upstream-pitfalls.md "A block size of 0 never divides"
+  TEST_CASE("A query with block_size 0, or an instance of unknown block size, never divides by 0") {
     PrefixIndex index;
     SourceConfig c = Engine("A", std::nullopt, 0);
     Add(index, c);
@@ -395,7 +415,8 @@ TEST_SUITE("prefix_index") {
     CHECK(m.longest_matched == 0);
   }
 
-  TEST_CASE("B19: one hash, block_size 512, 5 token ids is rejected, not sliced") {
+  // docs/upstream-pitfalls.md "Inconsistent events are rejected, not sliced"
+  TEST_CASE("One hash with block_size 512 and 5 token ids is rejected, not sliced") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A", std::nullopt, 512));
     BlockStored e = Stored({1}, std::nullopt, {1, 2, 3, 4, 5});
@@ -408,7 +429,8 @@ TEST_SUITE("prefix_index") {
     CHECK(Apply(index, a, Batch({Stored({1, 2}, std::nullopt, {1, 2, 3})})).rejected == 1);
   }
 
-  TEST_CASE("B20: 20000 stores with max_blocks 10 evict exactly 19990 and do not leak maps") {
+  // docs/upstream-pitfalls.md "Eviction counts exactly and leaks nothing"
+  TEST_CASE("20000 stores with max_blocks 10 evict exactly 19990 and leak no engine-hash entries") {
     PrefixIndex index(IndexOptions{.max_blocks = 10});
     const SourceId a = Add(index, Engine("A"));
     uint64_t evicted = 0;
@@ -437,7 +459,8 @@ TEST_SUITE("prefix_index") {
     CHECK(r.orphans == 1);
   }
 
-  TEST_CASE("B39: Mooncake store blocks count in their tier (seed BlockStoreEvent + replicas)") {
+  // docs/upstream-pitfalls.md "Mooncake store blocks count in their tier"
+  TEST_CASE("Mooncake store blocks count in their replicas' tiers") {
     PrefixIndex index;
     const SourceId s = Add(index, Store("S", {}));
     BlockStored e = Stored({1}, std::nullopt, {101, 15});
@@ -461,7 +484,8 @@ TEST_SUITE("prefix_index") {
     CHECK(Apply(index, s, Batch({StoreUpdate{"never", {Replica{Tier::Cpu(), "x", {}}}}})).unmapped == 1);
   }
 
-  TEST_CASE("B47: a Mooncake batch with dp_rank -1 reports no DP key \"-1\"") {
+  // docs/upstream-pitfalls.md "A store batch has no DP rank"
+  TEST_CASE("A Mooncake batch with dp_rank -1 reports no DP key \"-1\"") {
     PrefixIndex index;
     const SourceId s = Add(index, Store("S", {}));
     Apply(index, s, Batch({Stored({1}, std::nullopt, {101, 15}, Tier::Cpu())}, -1));
@@ -470,7 +494,8 @@ TEST_SUITE("prefix_index") {
     CHECK(m.dp.empty());
   }
 
-  TEST_CASE("B48: BlockRemoved for never-stored hashes 1,2 creates nothing and is counted") {
+  // docs/upstream-pitfalls.md "A remove for an unknown hash creates nothing"
+  TEST_CASE("A BlockRemoved for never-stored hashes creates nothing and is counted unmapped") {
     PrefixIndex index;
     const SourceId a = Add(index, Engine("A"));
     auto r = Apply(index, a, Batch({Removed({1, 2}, Tier::Cpu())}));

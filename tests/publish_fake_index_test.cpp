@@ -1,8 +1,8 @@
 // publish-fake's expected answers against the real offline path: `publish-fake --out` captures
 // (with faults, restarts and DP ranks, in every format) are replayed through CaptureReplayer,
 // Ingestor and PrefixIndex, and every `--emit-queries` query is answered at its `after` position
-// (or at the end) and compared with the fake's own model. Two independent implementations of SPEC
-// §2-§3 must agree; a disagreement names the query.
+// (or at the end) and compared with the fake's own model. Two independent implementations of
+// docs/sequence-rules.md and docs/index-rules.md must agree; a disagreement names the query.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

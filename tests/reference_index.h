@@ -1,4 +1,5 @@
-// ReferenceIndex: a deliberately naive model of SPEC §3, the oracle of the differential test.
+// ReferenceIndex: a deliberately naive model of docs/index-rules.md, the oracle of the differential
+// test.
 //
 // Maps of sets, linear scans, no attention to speed. It shares nothing with libindex except the
 // public vocabulary (event.h, instance.h, scope.h, prefix_match.h) and the hash chain of

@@ -1,5 +1,5 @@
-// The request trace reader (SPEC §6): both formats, auto-detection, bad lines with their line
-// numbers, --skip-bad, ordering, and the real public traces.
+// The request trace reader (docs/trace_format.md): both formats, auto-detection, bad lines with
+// their line numbers, --skip-bad, ordering, and the real public traces.
 #include "kvindex/files/request_trace.h"
 
 #include <unistd.h>
@@ -196,7 +196,8 @@ TEST_SUITE("request_trace") {
     CHECK(trace.status().message().find("/nonexistent/kvindex/trace.jsonl") == 0);
   }
 
-  TEST_CASE("The public Mooncake traces read completely (seed-facts §4.1)") {
+  // docs/trace_format.md
+  TEST_CASE("The public Mooncake traces read completely") {
     const auto traces = test::TracesDir() / "mooncake";
     struct Expect {
       const char* name;
@@ -214,7 +215,8 @@ TEST_SUITE("request_trace") {
       for (size_t i = 0; i < trace->requests.size(); ++i) {
         const TraceRequest& r = trace->requests[i];
         blocks += r.hash_ids.size();
-        // len(hash_ids) == ceil(input_length / 512) for every request (seed-facts §4.1).
+        // len(hash_ids) == ceil(input_length / 512) for every request: 512 tokens per hash id in a
+        // Mooncake trace (docs/trace_format.md).
         CHECK(r.hash_ids.size() == (r.input_length + 511) / 512);
         if (i > 0) CHECK(trace->requests[i - 1].timestamp_ms <= r.timestamp_ms);
       }

@@ -304,8 +304,8 @@ TEST_CASE("Backfill: live batches older than the ring's oldest are applied, not 
 }
 
 TEST_CASE("A backfill given up on (no reply: timeout) starts at the first held live batch") {
-  // Regression: GiveUp() before any replay reply used to leave the source backfilling forever,
-  // holding every live batch and applying none.
+  // GiveUp() before any replay reply must not leave the source backfilling forever, holding every
+  // live batch and applying none.
   Seq s;
   Log log;
   s.StartBackfill(log);

@@ -1,5 +1,5 @@
-// The simulator (SPEC §6): the worked example, and hand-computed cases for every policy and
-// router. Each case shows its hand computation; the differential test against the naive Python
+// The simulator (docs/simulation.md): the worked example, and hand-computed cases for every policy
+// and router. Each case shows its hand computation; the differential test against the naive Python
 // simulator is tests/cli/replay_reference.sh.
 #include <cstdint>
 #include <filesystem>
@@ -87,7 +87,8 @@ SimReport RunTiers(const std::vector<Req>& reqs, uint64_t gpu, uint64_t cpu, uin
 }  // namespace
 
 TEST_SUITE("sim") {
-  TEST_CASE("The SPEC §6 worked example comes out exactly for lru, lfu and fifo") {
+  // docs/simulation.md "Worked example"
+  TEST_CASE("The worked example comes out exactly for lru, lfu and fifo") {
     // Capacity 3, one instance, requests [1,2,3], [1,2,4], [5], [1,2,3]: 10 blocks.
     const SimReport lru = Run(kWorkedExample, PolicyKind::kLru, 3);
     CHECK(lru.total.requests == 4);
@@ -369,7 +370,8 @@ TEST_SUITE("sim") {
     CHECK(r.windows[1].per_instance[0].prefix_hit_tier[kGpu] == 2);
   }
 
-  TEST_CASE("Storage-benchmark counting: membership, no prefix rule (seed-facts §4.2)") {
+  // docs/simulation.md "Storage-benchmark mode"
+  TEST_CASE("Storage-benchmark counting: membership, no prefix rule") {
     // [1,2] [2,3,3] [9,1]: 1 w, 2 w | 2 r, 3 w, 3 r | 9 w, 1 r.
     // reads 3, writes 4, hits after the first block: 3 (pos 1 of req 2) and 1 (pos 1 of req 3)
     // = 2; contiguous-prefix hits: req 2 starts with a hit (2), then 3 misses -> 1; req 3
@@ -386,7 +388,8 @@ TEST_SUITE("sim") {
     CHECK(c.contiguous_prefix_hits == 1);
   }
 
-  TEST_CASE("Storage-benchmark mode reproduces the reference numbers of seed-facts §4.6") {
+  // docs/simulation.md "Storage-benchmark mode"
+  TEST_CASE("Storage-benchmark mode reproduces the reference numbers of the public traces") {
     const std::filesystem::path traces = test::TracesDir() / "mooncake";
     struct Row {
       const char* file;

@@ -109,8 +109,8 @@ TEST_CASE("The upstream conductor's example config parses, honouring instance_id
   REQUIRE(r.ok());
   REQUIRE(r->sources.size() == 2);
   CHECK(r->http_port == 13333);
-  // Both entries name instance_id "vllm-prefill-node1"; upstream ignores it (B-list: §3.3), kvindex
-  // honours it, so the Mooncake store's blocks belong to that instance.
+  // Both entries name instance_id "vllm-prefill-node1"; upstream ignores it (docs/cli.md
+  // "Sources"), kvindex honours it, so the Mooncake store's blocks belong to that instance.
   for (const SourceConfig& c : r->sources) {
     CHECK(c.name == "vllm-prefill-node1");
     CHECK(c.model == "qwen2.5");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The global flags and the exit-code convention of SPEC §1 (0 ok, 2 usage error).
+# The global flags and the exit-code convention of docs/cli.md "Exit codes" (0 ok, 2 usage error).
 . "$(dirname "$0")/lib.sh"
 
 run "$KVINDEX" --version

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# End to end with a Mooncake store source that serves an instance (SPEC §2 `serves=`, §3 presence):
-# four publish-fake processes (--batches: hand-built events) stream into two `subscribe --http`
-# at once, one with `serves=eng`, one with `serves=*`; /query and /query_by_hash answer exactly the
-# hand-computed answers below. publish-fake's own `--emit-queries` model cannot check this (`serves`
-# is a subscriber-side setting it never sees), so the expectations are worked out by hand from
-# SPEC §3 — the upstream design document's example, plus an instance the store does not serve:
+# End to end with a Mooncake store source that serves an instance (`serves=`; docs/index-rules.md
+# "Mooncake store sources"): four publish-fake processes (--batches: hand-built events) stream into
+# two `subscribe --http` at once, one with `serves=eng`, one with `serves=*`; /query and
+# /query_by_hash answer exactly the hand-computed answers below. publish-fake's own `--emit-queries`
+# model cannot check this (`serves` is a subscriber-side setting it never sees), so the expectations
+# are worked out by hand from docs/index-rules.md "Worked example" — the upstream design document's
+# example, plus an instance the store does not serve:
 #   block size 2, prompt [101,15,100,55,89,63] = H1 H2 H3;
 #   eng  (dp-size=2): DP rank 0 stores H1,H2 in GPU; DP rank 1 stores H1 in GPU;
 #   other:            stores H1 in GPU;

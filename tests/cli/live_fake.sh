@@ -40,7 +40,8 @@ assert t["recovered"]>=d+c and t["malformed"]==c, (t, d, c)
 assert t["duplicates"]>=u, (t, u)
 ' "$TMP/f.json" "$stderr_file" || fail "recovery counters"
 # The recording, replayed offline, answers every query the fake emitted exactly as its own model
-# says (issue 8: publish-fake -> record -> replay --queries), at every `after` position.
+# says (publish-fake -> record -> replay --queries; docs/cli.md "Expected answers"), at every
+# `after` position.
 run "$KVINDEX" replay "$TMP/f.kvcap" --queries "$TMP/q.jsonl"
 expect_status 0 "replay --queries of the recording"
 expect_stderr_contains " 0 differ"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `kvindex replay` error paths: usage errors exit 2 with one line, data errors exit 1 with one
-# line naming the input and the position (SPEC §1).
+# line naming the input and the position (docs/cli.md "Exit codes").
 . "$(dirname "$0")/lib.sh"
 T=$TMP/ok.jsonl
 echo '{"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]}' >"$T"

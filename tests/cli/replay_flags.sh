@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `kvindex replay TRACE`: every flag on the SPEC §6 worked example (capacity 3, one instance,
-# requests [1,2,3], [1,2,4], [5], [1,2,3]: lru 2/3/5, lfu 4/4/3, fifo 2/3/5).
+# `kvindex replay TRACE`: every flag on the worked example of docs/simulation.md (capacity 3, one
+# instance, requests [1,2,3], [1,2,4], [5], [1,2,3]: lru 2/3/5, lfu 4/4/3, fifo 2/3/5).
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 T=$TMP/worked.jsonl

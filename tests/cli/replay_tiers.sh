@@ -114,7 +114,8 @@ run "$KVINDEX" replay "$S" --mode nope
 expect_status 2 "bad mode"
 expect_stderr_contains "--mode"
 
-# The public traces' reference numbers (seed-facts §4.6), through the CLI.
+# The public traces' reference numbers through the CLI (docs/simulation.md
+# "Storage-benchmark mode").
 [ "$failures" -eq 0 ] || finish
 run "$KVINDEX" replay "$KVINDEX_SOURCE_DIR/traces/mooncake/conversation_trace.jsonl" --mode storage-benchmark --json -
 expect_status 0 "conversation"

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Builds the upstream design document's example (SPEC §3) as a capture, independently of kvindex:
-vLLM positional payloads and Mooncake RFC #1527 maps encoded with python3-msgpack, framed per
-docs/capture-format.md. Block size 2, prompt [101,15,100,55,89,63] = H1 H2 H3:
+"""Builds the upstream design document's example (docs/index-rules.md "Worked example") as a
+capture, independently of kvindex: vLLM positional payloads and Mooncake RFC #1527 maps encoded with
+python3-msgpack, framed per docs/capture-format.md. Block size 2, prompt [101,15,100,55,89,63] =
+H1 H2 H3:
   vllm-0 DP rank 0 stores H1,H2 in GPU; DP rank 1 stores H1 in GPU;
   a Mooncake store serving vllm-0 holds H1 in CPU+DISK, H2 in CPU, H3 in DISK.
 Usage: design_capture.py OUT.kvcap QUERIES.jsonl DUMP.jsonl

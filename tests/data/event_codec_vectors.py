@@ -1,16 +1,16 @@
 #!/usr/bin/python3
 """Independent test vectors for kvindex's event codec (docs/wire-formats.md).
 
-Written from the format descriptions (SPEC §2, reference/vllm-wire.md, wire-formats.md,
-seed-facts.md §1) with Debian's python3-msgpack and python3-xxhash; it shares no code with
-libindex. Each vector is a payload as a publisher of that era writes it (msgpack.packb, which
-makes msgspec's choices: narrowest ints, float64, str8) and the content kvindex must decode from
-it, already normalised by this script's own rules:
+Written from the format descriptions (docs/wire-formats.md and the publishers' own code) with
+Debian's python3-msgpack and python3-xxhash; it shares no code with libindex. Each vector is a
+payload as a publisher of that era writes it (msgpack.packb, which makes msgspec's choices:
+narrowest ints, float64, str8) and the content kvindex must decode from it, already normalised by
+this script's own rules:
 
   hashes: int -> u64 two's complement; bin -> last 8 bytes big-endian (shorter: zero-extended);
           str -> decimal / 0x hex, otherwise XXH3_64(seed 0) of the UTF-8 bytes
-  tiers:  the SPEC §2 table, case-insensitive; other names upper-cased; the spelling as sent is
-          kept when it differs from the normalised name
+  tiers:  the table of docs/wire-formats.md "Tiers", case-insensitive; other names upper-cased;
+          the spelling as sent is kept when it differs from the normalised name
   extra_keys: the LoRA name (first item, equal to lora_name), (mm id, offset) pairs and
           prompt-embeds digests ("embeds:<hex>", offset 0) become per-block multimodal keys
           (pairs first, then digests), any other string is the cache salt
@@ -190,7 +190,7 @@ vec("vllm: hashes as strings (decimal, 0x hex, other text hashed with XXH3-64 se
     batch(TS, [stored(["12345", "0xdeadBEEF", "-1", "block-a"], "0x10", TOK8,
                       scope={"block_size": 2})]))
 
-vec("tier spellings: SPEC table, case-insensitive, unknown kept upper-cased", "vllm-positional",
+vec("tier spellings: the tier table, case-insensitive, unknown kept upper-cased", "vllm-positional",
     [TS, [["BlockRemoved", [1], s] for s in
           ["NPU", "cuda", "device", "host", "memory", "CPU_PINNED", "ssd", "local_disk",
            "EXTERNAL", "disk", "hbm"]], 0],
@@ -204,7 +204,7 @@ MAP_STORED = {"type": "BlockStored",
                                16893335080673815775],
               "parent_block_hash": None, "token_ids": list(range(100, 116)), "block_size": 4,
               "lora_id": None, "medium": "GPU", "lora_name": None}
-vec("vllm map era (>= 0.24): the annotated capture of vllm-wire.md 3.1", "vllm-map",
+vec("vllm map era (>= 0.24): an annotated capture of real map-era bytes", "vllm-map",
     [1750000000.0, [MAP_STORED], 0],
     batch(1750000000.0, [stored(MAP_STORED["block_hashes"], None, list(range(100, 116)), "GPU",
                                 scope={"block_size": 4})], dp_rank=0),
@@ -351,7 +351,7 @@ vec("a map without event_type or seq_hashes is a vLLM/SGLang map (RFC keys ignor
     hint="mooncake")
 
 # ---- Mooncake seed era -----------------------------------------------------------------------
-vec("mooncake seed: seed-facts 1.2 example (BlockUpdateEvent, RemoveAllEvent)", "mooncake-seed",
+vec("mooncake seed: the store's own two events (BlockUpdateEvent, RemoveAllEvent)", "mooncake-seed",
     [1700000000.5, [["BlockUpdateEvent", "k1", [["memory", "tcp://h:1"]]], ["RemoveAllEvent"]]],
     batch(1700000000.5, [update("k1", [["memory", "tcp://h:1"]]), cleared()]),
     encode="mooncake-seed")

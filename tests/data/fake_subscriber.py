@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """A minimal, independent KV-event subscriber and replay client for the publish-fake tests.
 
-Written from SPEC §2 and the upstream wire descriptions only (python3-zmq + python3-msgpack), it
-shares no code with kvindex. Modes:
+Written from docs/wire-formats.md and the upstream wire descriptions only (python3-zmq +
+python3-msgpack), it shares no code with kvindex. Modes:
 
   sub     SUB socket: connect (or --bind), subscribe to all topics, read live messages until
           --count messages arrived or nothing came for --idle seconds; print one JSON document

@@ -5,7 +5,7 @@ It publishes vLLM array-era batches (`[ts, [events], dp_rank]`, events
 `["BlockStored", [hash], parent, token_ids, block_size, None, "GPU", None]`) as
 `[topic, seq_be8, payload]` on an XPUB, keeps every batch it "published" in a replay ring served
 by a ROUTER in the chosen reply layout, and applies the faults a plan asks for. Written from
-SPEC §2 and reference/vllm-wire.md §5-§6 alone; it shares no code with kvindex.
+docs/wire-formats.md ("Messages", "Replay") alone; it shares no code with kvindex.
 
 Usage: py_publisher.py --pub EP [--connect] [--replay EP] [--style vllm|vllm-topic|mooncake]
                        [--ring N] [--topic T] --plan FILE [--ready FILE] [--serve S]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A deliberately naive reference simulator for `kvindex replay` (SPEC §6, docs/simulation.md).
+"""A deliberately naive reference simulator for `kvindex replay` (docs/simulation.md).
 
 Written separately from the C++ simulator, from the definitions alone, with plain lists and dicts
 and linear scans: every eviction searches all resident blocks for the victim. It is slow on
@@ -10,11 +10,11 @@ reports with the C++ one.
                    [--seed N] [--block-tokens N] [--max-requests N]
                    [--cpu-capacity N|inf] [--disk-capacity N|inf]
 
-Tiers (SPEC §6): each instance's cache is its GPU tier; an optional shared CPU pool and shared
-disk, both LRU and inclusive. Lookup: a block is served by the instance's GPU, else the pool,
-else the disk. Access of a block missing from the GPU: first refresh its copy in the highest
-shared tier that holds it, then insert it into the GPU; a GPU victim is written to the CPU pool
-(or to the disk when there is no pool), a CPU victim to the disk, a disk victim is dropped.
+Tiers (docs/simulation.md "Tiers"): each instance's cache is its GPU tier; an optional shared CPU
+pool and shared disk, both LRU and inclusive. Lookup: a block is served by the instance's GPU, else
+the pool, else the disk. Access of a block missing from the GPU: first refresh its copy in the
+highest shared tier that holds it, then insert it into the GPU; a GPU victim is written to the CPU
+pool (or to the disk when there is no pool), a CPU victim to the disk, a disk victim is dropped.
 
 prints {"results": [row, ...]} on stdout, rows in the same grid order as kvindex
 (policy, capacity, router, instances).

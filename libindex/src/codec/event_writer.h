@@ -3,10 +3,11 @@
 // mooncake_rfc_encoder.cpp, mooncake_seed_encoder.cpp). EncodeEventBatch (event_encoder.cpp)
 // writes the envelope around them.
 //
-// Byte rules (msgspec, checked on the captures in vllm-wire.md §3): array_like structs write every
-// field of their version (nil for None); map structs omit fields that hold their default; ints use
-// the narrowest form and non-negative values are always unsigned; ts is float64. SGLang hashes are
-// signed int64. Mooncake RFC #1527 maps carry every key of the store publisher (nil when absent).
+// Byte rules (msgspec's, checked on golden captures; docs/wire-formats.md "Encoding"): array_like
+// structs write every field of their version (nil for None); map structs omit fields that hold
+// their default; ints use the narrowest form and non-negative values are always unsigned; ts is
+// float64. SGLang hashes are signed int64. Mooncake RFC #1527 maps carry every key of the store
+// publisher (nil when absent).
 //
 // The event writers expect an event CheckEncodable() accepted for their format
 // (check_encodable.cpp) and write it whole; they do not fail.

@@ -136,7 +136,7 @@ void Decoder::ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev) {
       switch (item.kind) {
         case ExtraItem::Kind::kStr:
           // A tuple starts with the LoRA name when the request has one; any other string is
-          // the cache salt (vllm-wire.md §2.4).
+          // the cache salt (docs/wire-formats.md "vLLM extra_keys").
           if (item.first && ev.scope.lora_name && item.text == *ev.scope.lora_name) break;
           if (!salt) salt = std::move(item.text);
           break;

@@ -6,7 +6,7 @@
 // The xxHash functions are compiled inline here (same algorithm, same values as the shared
 // library): a block hash is 64 bytes and a chain step 16, so the call through the library's PLT
 // and its length dispatch cost about as much as the hashing (BM_PrefixIndex_Apply,
-// docs/benchmarks.md "Fifth session: apply"). XXH_INLINE_ALL also gives XXH3_state_t.
+// docs/benchmarks.md "Index"). XXH_INLINE_ALL also gives XXH3_state_t.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 

@@ -22,7 +22,7 @@ struct Spelling {
   Tier::Kind kind;
 };
 
-// SPEC §2's tier table. Keep in sync with docs/wire-formats.md.
+// The tier table of docs/wire-formats.md "Tiers"; keep the two in sync.
 constexpr std::array<Spelling, 13> kSpellings = {{
     {"GPU", Tier::Kind::kGpu},
     {"NPU", Tier::Kind::kGpu},

@@ -4,7 +4,8 @@
 // Why: a recorder of 1-event batches made one write(2) per poll cycle, and that system call was
 // the largest part of what recording cost the ingest thread. A store into a MAP_SHARED mapping
 // lands in the page cache itself, so a record is in the kernel's hands as soon as it is copied
-// (SPEC §5: a process killed with SIGKILL loses no complete record) and no system call is made.
+// (a process killed with SIGKILL loses no complete record: docs/capture-format.md "Durability")
+// and no system call is made.
 //
 // How: the file is mapped in windows of `window_bytes` at offsets that are multiples of it. A
 // window is first reserved with fallocate(2) (so a full disk is an error here, not a SIGBUS when a

@@ -516,8 +516,9 @@ Result<Trace> Collect(TraceReader& reader) {
     if (!more) break;
     trace.requests.push_back(std::move(request));
   }
-  // Processing order is timestamp order; equal timestamps keep file order (SPEC §6). Traces
-  // are usually written in order already; checking costs one pass, sorting moves every request.
+  // Processing order is timestamp order; equal timestamps keep file order (docs/simulation.md
+  // "The model"). Traces are usually written in order already; checking costs one pass, sorting
+  // moves every request.
   const auto by_time = [](const TraceRequest& a, const TraceRequest& b) {
     return a.timestamp_ms < b.timestamp_ms;
   };

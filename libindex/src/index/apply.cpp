@@ -235,7 +235,9 @@ void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
     page = static_cast<uint32_t>(ev.token_ids.size() / n);
   }
   if (tokens && (page == 0 || ev.token_ids.size() != n * static_cast<size_t>(page))) {
-    ++r.rejected;  // B19: never slice past the tokens
+    // Rejected whole, never sliced past the tokens
+    // (docs/upstream-pitfalls.md "Inconsistent events are rejected, not sliced").
+    ++r.rejected;
     return;
   }
 
@@ -249,7 +251,8 @@ void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
       if (it != inst.partials.end()) parent_partial = &it->second;
     }
     if (parent_idx == kNone && parent_partial == nullptr && !standard) {
-      // B5: never re-root under a guessed chain.
+      // An orphan, never re-rooted under a guessed chain
+      // (docs/upstream-pitfalls.md "An unknown parent makes an orphan, never a new root").
       r.orphans += n;
       WLock();
       orphans += n;
@@ -352,7 +355,9 @@ void PrefixIndex::Impl::ApplyRemoved(uint32_t sid, const BlockRemoved& ev,
     if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
     if (idx == kNone) {
       if (inst.partials.erase(h.value) == 0) {
-        ++r.unmapped;  // B48: an unknown hash creates nothing
+        // An unknown hash creates nothing
+        // (docs/upstream-pitfalls.md "A remove for an unknown hash creates nothing").
+        ++r.unmapped;
         ++unmapped;
       }
       continue;

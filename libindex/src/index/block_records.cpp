@@ -55,7 +55,7 @@ std::unique_ptr<Block[], UnmapChunk> MapChunk() {
 // A new chunk is mapped outside the exclusive section: MapChunk() writes every record of the
 // fresh 2 MiB, and faulting that in cost ~10 ms on the 2-vCPU VM (its host hands free memory
 // back, so first touches are slow), a stall every 65,536 new blocks for every query waiting on
-// the lock (docs/benchmarks.md, "Sixth session"). Readers index `chunks`, so the lock is held for
+// the lock (docs/benchmarks.md, "Index"). Readers index `chunks`, so the lock is held for
 // the push_back. The caller's table position stays valid: only the writer mutates the table.
 uint32_t PrefixIndex::Impl::NewRecord() {
   if ((allocated >> kChunkBits) >= chunks.size()) {

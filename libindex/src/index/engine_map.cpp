@@ -11,7 +11,8 @@
 
 namespace kvindex {
 
-// Drops entries whose block is gone or no longer held by the instance (B20: no leaking map).
+// Drops entries whose block is gone or no longer held by the instance, so the map does not grow
+// with history (docs/upstream-pitfalls.md "Eviction counts exactly and leaks nothing").
 void PrefixIndex::Impl::SweepEngine(uint32_t ii) {
   Instance& inst = *instances[ii];
   std::vector<uint64_t> dead;

@@ -5,7 +5,7 @@
 // kTail slots beyond it (appended to, one slot at a time, in the rare case a run reaches its
 // end). So a probe step is i + 1 and an erase moves a later member back when its home is at or
 // before the hole, with no modular distances (3.5% fewer instructions in BM_PrefixIndex_Apply;
-// docs/benchmarks.md "Fifth session: apply").
+// docs/benchmarks.md "Index").
 //
 // Why not std::unordered_map: one node allocation per entry (about 40 bytes of heap and a cache
 // miss per lookup); the index needs ~10 M inserts/s and <= 64 bytes per presence (docs/

@@ -205,7 +205,7 @@ struct PrefixIndex::Impl {
   // kWriterMinOps when a reader waits (the minimum keeps ingest moving under a query storm).
   // Inline: it runs after every block operation (the hot-path helpers below are forced inline and
   // their rare paths kept out of line, because a call's register saving cost about a tenth of a
-  // block operation; docs/benchmarks.md "Fifth session: apply").
+  // block operation; docs/benchmarks.md "Index").
   KVINDEX_HOT void Tick() {
     ++ops_in_section;
     if (ops_in_section >= kWriterMinOps &&
@@ -261,7 +261,9 @@ struct PrefixIndex::Impl {
     std::optional<DpRank> r = event_rank ? event_rank : batch_rank;
     if (!r) r = src.config.dp_rank;
     if (!r && !src.config.is_store()) r = 0;
-    if (r && *r < 0) r.reset();  // B47: a store's "-1" is no rank, never a DP key
+    // A store's "-1" is no rank, never a DP key (docs/upstream-pitfalls.md
+    // "A store batch has no DP rank").
+    if (r && *r < 0) r.reset();
     return r;
   }
   // The holder of (source, rank), or kNone when absent and !create (or when 65,535 holders exist).

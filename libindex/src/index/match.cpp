@@ -316,7 +316,8 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
                                              std::span<const EngineHash> engine,
                                              std::span<const PrefixHash> prefix) const {
   if (q.block_size && *q.block_size == 0) {
-    return Status::InvalidArgument("query: block_size must be positive (B18: no division by 0)");
+    // Never a division by 0 (docs/upstream-pitfalls.md "A block size of 0 never divides").
+    return Status::InvalidArgument("query: block_size must be positive");
   }
   thread_local Scratch sc;
   PrefixMatch out;

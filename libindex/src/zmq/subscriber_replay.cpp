@@ -16,7 +16,8 @@ namespace {
 // The text CaptureReplayer recognises in a note record: the subscriber asked this source for its
 // ring before any live batch (docs/capture-format.md).
 constexpr std::string_view kBackfillNote = "backfill";
-// ... and asked it for its ring again because a batch had orphans (SPEC §3).
+// ... and asked it for its ring again because a batch had orphans (docs/sequence-rules.md
+// "Orphan replay").
 constexpr std::string_view kOrphanReplayNote = "orphan-replay";
 
 }  // namespace
@@ -56,10 +57,10 @@ void Subscriber::Impl::SendRequests() {
   }
 }
 
-// Orphans ask for a replay of the source's ring (SPEC §3): at most one outstanding request per
-// source (the sequencer refuses while one is), and at most one orphan replay per
-// `orphan_replay_interval`, doubled (up to 64x) while orphans keep coming back (their parents
-// have probably left the ring: a lost batch orphans the rest of its chains), reset after a
+// Orphans ask for a replay of the source's ring (docs/sequence-rules.md "Orphan replay"): at most
+// one outstanding request per source (the sequencer refuses while one is), and at most one orphan
+// replay per `orphan_replay_interval`, doubled (up to 64x) while orphans keep coming back (their
+// parents have probably left the ring: a lost batch orphans the rest of its chains), reset after a
 // quiet spell. The decision depends on the clock, so it is recorded (a note that capture replay
 // follows), right after the record of the message that caused it.
 void Subscriber::Impl::StartOrphanReplays() {

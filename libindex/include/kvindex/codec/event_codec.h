@@ -47,7 +47,7 @@ std::string_view WireFormatName(WireFormat format);
 // rather than kVllmV09). It never makes a valid payload fail.
 enum class FormatHint : uint8_t { kAuto, kVllm, kSglang, kMooncake };
 
-// Hard limits (SPEC §2). Exceeding one is kLimitExceeded.
+// Hard limits (docs/wire-formats.md "Failures and limits"). Exceeding one is kLimitExceeded.
 inline constexpr size_t kMaxPayloadBytes = size_t{64} << 20;  // 64 MiB
 inline constexpr int kMaxNesting = 32;                        // arrays/maps inside each other
 inline constexpr size_t kMaxEventsPerBatch = size_t{1} << 20;  // 1 M (1,048,576)

@@ -1,6 +1,6 @@
 // Parsing what users say about sources: the `--source` syntax, the upstream conductor's JSON
-// config (`--config FILE`), and the JSON a capture stores for each source (SPEC §2,
-// docs/capture-format.md).
+// config (`--config FILE`), and the JSON a capture stores for each source (docs/cli.md
+// "Sources", docs/capture-format.md "Source definition JSON").
 //
 //   --source NAME=FORMAT@ENDPOINT[,key=value...]
 //     NAME    the instance (several sources may share it, one per DP rank)

@@ -51,7 +51,7 @@ class Tier {
   std::string other_;  // only for kOther
 };
 
-// Normalises a publisher's tier spelling, case-insensitively (SPEC §2):
+// Normalises a publisher's tier spelling, case-insensitively (docs/wire-formats.md "Tiers"):
 //   GPU, NPU, cuda, device                     -> GPU
 //   CPU, host, memory, CPU_PINNED              -> CPU
 //   DISK, ssd, local_disk, STORAGE, EXTERNAL   -> DISK

@@ -1,6 +1,6 @@
 // Scope: the namespace a block's identity lives in. Nothing is shared across scopes.
 //
-// A scope is (tenant, model, LoRA, salt, block size, group). Rules (SPEC §3):
+// A scope is (tenant, model, LoRA, salt, block size, group). Rules (docs/index-rules.md "Scopes"):
 //  - tenant: "default" when absent; tenant ids given as integers are spelled in decimal.
 //  - LoRA: a non-empty name wins; else lora_id >= 0 becomes "id:<n>"; lora_id -1 or absent means
 //    no LoRA (the empty string).

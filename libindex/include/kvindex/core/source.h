@@ -1,10 +1,10 @@
-// SourceConfig: everything a user can say about one source (SPEC §2).
+// SourceConfig: everything a user can say about one source (docs/cli.md "Sources").
 //
 // A *source* is one ZeroMQ endpoint publishing for one instance and one DP rank. Several sources
 // may share an instance name (one per DP rank). A Mooncake store source may additionally *serve*
-// other instances: its CPU/DISK blocks then count for them in queries (SPEC §3). This header is
-// the plain vocabulary; parsing `--source NAME=FORMAT@ENDPOINT[,key=value...]` and `--config FILE`
-// lives elsewhere.
+// other instances: its CPU/DISK blocks then count for them in queries (docs/index-rules.md
+// "Mooncake store sources"). This header is the plain vocabulary; parsing
+// `--source NAME=FORMAT@ENDPOINT[,key=value...]` and `--config FILE` lives elsewhere.
 //
 // Thread safety: plain values.
 #ifndef KVINDEX_CORE_SOURCE_H_

@@ -11,14 +11,14 @@
 // process killed with SIGKILL loses no complete record; fsync runs every `fsync_interval` (power
 // loss risks that much). A recorder with a poll loop may coalesce instead (set_coalescing()): the
 // records of one poll cycle are appended to a buffer and reach the kernel with one write(2) by
-// Flush(), which it calls before it blocks in poll again (SPEC §5). With
-// CaptureWriterOptions::mapped each record is built in a shared mapping of the file instead (or
-// copied there when it would cross a window boundary): it is in the page cache as soon as it is
+// Flush(), which it calls before it blocks in poll again (docs/capture-format.md "Durability").
+// With CaptureWriterOptions::mapped each record is built in a shared mapping of the file instead
+// (or copied there when it would cross a window boundary): it is in the page cache as soon as it is
 // built, and there is nothing to coalesce. The fsync may run on a thread of the writer's own
-// (CaptureWriterOptions::background_sync). CaptureReader streams with memory bounded by the
-// largest record: a torn or corrupt tail is reported with its byte offset and everything before it
-// is read; a corrupt record in the middle is reported and skipped (by its length when that is
-// sane, else by scanning forward to the next record that verifies).
+// (CaptureWriterOptions::background_sync). CaptureReader streams with memory bounded by the largest
+// record: a torn or corrupt tail is reported with its byte offset and everything before it is read;
+// a corrupt record in the middle is reported and skipped (by its length when that is sane, else by
+// scanning forward to the next record that verifies).
 //
 // Thread safety: a writer or reader is used by one thread at a time (a writer's own fsync thread
 // aside, which only touches the file under the writer's lock).

@@ -1,4 +1,4 @@
-// Request traces: the JSON Lines request logs that `kvindex replay` simulates (SPEC §6).
+// Request traces: the JSON Lines request logs that `kvindex replay` simulates (docs/simulation.md).
 //
 // Two public formats are read, and told apart by their keys (docs/trace_format.md, traces/README.md):
 //   - Mooncake FAST'25: {"timestamp" (ms), "input_length", "output_length", "hash_ids"},

@@ -1,4 +1,4 @@
-// QueryServer: serves a QueryService (query_service.h: the HTTP API of SPEC §4 over a live
+// QueryServer: serves a QueryService (query_service.h: the HTTP API of docs/http-api.md over a live
 // PrefixIndex) over HTTP/1.1 (`subscribe --http HOST:PORT`). The server listens, runs the
 // connection threads and hands every request to the service; what each endpoint answers is the
 // service's. docs/http-api.md is the reference.

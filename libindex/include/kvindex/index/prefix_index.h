@@ -5,8 +5,9 @@
 // so a BlockRemoved (which carries no LoRA or block size) finds its block. Presence is recorded per
 // (holder, tier), where a holder is one source at one DP rank: stores and removes are idempotent,
 // duplicates and replays never inflate counts, removing one replica never erases another, and
-// clearing a source touches only that source's presence. Every rule is SPEC §3; the design and the
-// memory layout are in docs/architecture.md ("Index concurrency", "Index memory layout").
+// clearing a source touches only that source's presence. Every rule is in docs/index-rules.md; the
+// design and the memory layout are in docs/architecture.md ("Index concurrency",
+// "Index memory layout").
 //
 // Thread safety: one writer, many readers. Apply(), ClearSource(), RemoveInstance() and AddSource()
 // must be called from one thread at a time (the writer). Match*() and stats() may be called from
@@ -110,9 +111,9 @@ class PrefixIndex {
   // only.
   Result<ApplyResult> RemoveInstance(std::string_view instance);
 
-  // Queries (SPEC §3 "Query"). Each walks the prompt's blocks in order per instance and stops at the
-  // first block the instance lacks. Fail (kInvalidArgument) for a block size of 0 given
-  // explicitly. An unknown model or tenant gives an empty answer. Any thread.
+  // Queries (docs/index-rules.md "Query walk"). Each walks the prompt's blocks in order per
+  // instance and stops at the first block the instance lacks. Fail (kInvalidArgument) for a block
+  // size of 0 given explicitly. An unknown model or tenant gives an empty answer. Any thread.
   //
   // By token ids: prefix hashes of every full block (the partial tail is ignored), computed with
   // each instance's block size and hash seed.

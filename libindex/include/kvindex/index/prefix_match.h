@@ -1,5 +1,5 @@
 // PrefixMatch: the answer to "how many leading tokens of this prompt are cached on each instance,
-// and where?" (SPEC §3 "Query"), and MatchQuery, the question's scope.
+// and where?" (docs/index-rules.md "Query walk"), and MatchQuery, the question's scope.
 //
 // Per instance: `longest_matched` = block_size x the number of leading blocks present on the
 // instance in any tier (its own sources, or a store serving it); per tier = block_size x the

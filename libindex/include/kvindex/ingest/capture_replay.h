@@ -1,8 +1,8 @@
 // Applying a capture: every record of a CaptureReader through an Ingestor, exactly as the live
-// subscriber saw it (SPEC §5). Source definitions define sources (capture source ids are mapped to
-// the ingestor's), live messages and replay replies go through the sequence rules, and a recorded
-// `timeout` gives up where the live subscriber gave up waiting, so the offline state equals the
-// live state at every point of the capture.
+// subscriber saw it (docs/sequence-rules.md "Offline replay"). Source definitions define sources
+// (capture source ids are mapped to the ingestor's), live messages and replay replies go through
+// the sequence rules, and a recorded `timeout` gives up where the live subscriber gave up waiting,
+// so the offline state equals the live state at every point of the capture.
 //
 // Thread safety: one thread.
 #ifndef KVINDEX_INGEST_CAPTURE_REPLAY_H_

@@ -51,7 +51,8 @@ class IngestObserver {
   virtual void OnLost(SourceId /*source*/, uint64_t /*first_seq*/, uint64_t /*count*/) {}
   virtual void OnRestart(SourceId /*source*/, uint64_t /*previous*/, uint64_t /*seq*/) {}
   // Applying batch `seq` left `orphans` blocks unindexed (their parent is unknown): the live
-  // subscriber may call StartOrphanReplay() once the current call has returned (SPEC §3).
+  // subscriber may call StartOrphanReplay() once the current call has returned
+  // (docs/sequence-rules.md "Orphan replay").
   virtual void OnOrphans(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*orphans*/) {}
   // A live message that could not be used, and why (frame shape or payload).
   virtual void OnMalformed(SourceId /*source*/, const Status& /*why*/) {}

@@ -1,5 +1,6 @@
-// SourceSequencer: the per-source sequence rules of SPEC §2, shared by the live subscriber and by
-// capture replay, so that applying a capture reproduces exactly the state the live index had.
+// SourceSequencer: the per-source sequence rules of docs/sequence-rules.md, shared by the live
+// subscriber and by capture replay, so that applying a capture reproduces exactly the state the
+// live index had.
 //
 // Publishers number their batches 0, 1, 2, ... per incarnation. The rules:
 //  - The first batch sets the watermark (the last applied sequence); it is applied, no gap.
@@ -18,12 +19,13 @@
 //    replayed copy may decode.
 //  - Backfill: StartBackfill() asks for the publisher's whole ring before the first live batch;
 //    replayed batches then set the watermark and live batches are held until the ring is drained.
-//  - Orphan replay (SPEC §3): StartOrphanReplay() asks for the publisher's whole ring again when
-//    an applied batch had a block whose parent is unknown. Replayed batches at or below the
-//    watermark of that moment are re-applied in order (Sink::Reapply; the index's stores and removes are
-//    idempotent, so the ring's batches applied again end in the same state, plus the parents that
-//    were missing and the children they make indexable); newer ones are applied as usual. Live
-//    batches are held meanwhile, so a re-applied batch never overtakes a newer one.
+//  - Orphan replay (docs/sequence-rules.md "Orphan replay"): StartOrphanReplay() asks for the
+//    publisher's whole ring again when an applied batch had a block whose parent is unknown.
+//    Replayed batches at or below the watermark of that moment are re-applied in order
+//    (Sink::Reapply; the index's stores and removes are idempotent, so the ring's batches applied
+//    again end in the same state, plus the parents that were missing and the children they make
+//    indexable); newer ones are applied as usual. Live batches are held meanwhile, so a re-applied
+//    batch never overtakes a newer one.
 //
 // The sequencer is deterministic: the same calls in the same order give the same applies, counts
 // and state. It never blocks and never reads a clock: the caller decides when to GiveUp().

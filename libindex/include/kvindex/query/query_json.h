@@ -1,5 +1,6 @@
-// The JSON of a query (SPEC §4): request bodies of /query, /query_by_hash and /cache as the HTTP
-// server, `replay --queries` and `query` read them, and the /query answer shape they all print.
+// The JSON of a query (docs/http-api.md): request bodies of /query, /query_by_hash and /cache as
+// the HTTP server, `replay --queries` and `query` read them, and the /query answer shape they all
+// print.
 //
 //   /query          {model, token_ids, lora_name?, lora_id?, tenant_id?, cache_salt?,
 //                    instance_id?, instances?, block_size?}
@@ -24,7 +25,7 @@
 
 namespace kvindex {
 
-// Request limits (SPEC §4).
+// Request limits (docs/http-api.md "Rules common to every endpoint").
 inline constexpr size_t kMaxQueryBodyBytes = size_t{16} << 20;  // 16 MiB
 inline constexpr size_t kMaxQueryTokens = size_t{1} << 20;      // 1 M token ids (or hashes)
 

@@ -1,5 +1,5 @@
-// QueryService: the HTTP API of SPEC §4 without a transport. A server hands it each request's
-// method, path and body and sends back the status code, body and content type it answers:
+// QueryService: the HTTP API of docs/http-api.md without a transport. A server hands it each
+// request's method, path and body and sends back the status code, body and content type it answers:
 //
 //   POST /query, /query_by_hash   the prefix match per instance (query_json.h shapes)
 //   POST /cache                   the upstream cache-aware proxy's {"HitStatus": {...}}

@@ -1,5 +1,5 @@
 // BlockCache: one instance's simulated cache tier of a fixed number of blocks, under one eviction
-// policy (SPEC §6, docs/simulation.md).
+// policy (docs/simulation.md "Policies").
 //
 // Blocks are dense ids in [0, universe) (PreparedTrace maps a trace's hash ids to them). Every
 // operation is O(1), except the prefix-lru policy's eviction order, which is O(log n).

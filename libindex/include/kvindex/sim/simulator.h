@@ -1,6 +1,6 @@
-// The trace simulator: a cluster of instances, each with its own GPU cache tier, optionally
-// backed by a shared CPU pool and a shared disk, fed a request trace through a router (SPEC §6,
-// docs/simulation.md).
+// The trace simulator: a cluster of instances, each with its own GPU cache tier, optionally backed
+// by a shared CPU pool and a shared disk, fed a request trace through a router
+// (docs/simulation.md).
 //
 // Per request, in timestamp order: the router picks an instance; *lookup* counts the longest
 // prefix of the request's blocks resident on that instance (in its GPU tier or in a shared tier)
@@ -130,11 +130,11 @@ struct SimReport {
   std::vector<SimWindow> windows;  // only with config.window_ms > 0
 };
 
-// The upstream storage benchmark's counting (seed-facts §4.2, §4.3): one unbounded set of blocks
-// shared by every request, in trace order; a block is a hit (a read) when already in the set, a
-// miss (a write) otherwise, and is then added. No prefix rule: prefix_hits = read_blocks, as
-// upstream. Also counted: hits not on a request's first block (an earlier upstream revision's
-// "prefix hits") and hits before a request's first miss (contiguous prefix).
+// The upstream storage benchmark's counting (docs/simulation.md "Storage-benchmark mode"): one
+// unbounded set of blocks shared by every request, in trace order; a block is a hit (a read) when
+// already in the set, a miss (a write) otherwise, and is then added. No prefix rule: prefix_hits =
+// read_blocks, as upstream. Also counted: hits not on a request's first block (an earlier upstream
+// revision's "prefix hits") and hits before a request's first miss (contiguous prefix).
 struct StorageBenchmarkCounts {
   uint64_t requests = 0;
   uint64_t total_blocks = 0;

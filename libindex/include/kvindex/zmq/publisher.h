@@ -1,7 +1,7 @@
-// Publisher: a ZeroMQ KV-event publisher that behaves like vLLM's, SGLang's or the Mooncake
-// store's (SPEC §2, docs/wire-formats.md): a PUB (or XPUB) socket sending `[topic, seq_be8,
-// payload]`, and a replay ring of the last N batches behind a ROUTER answering the replay protocol
-// in one of the three reply layouts (framing.h ReplayStyle).
+// Publisher: a ZeroMQ KV-event publisher that behaves like vLLM's, SGLang's or the Mooncake store's
+// (docs/wire-formats.md): a PUB (or XPUB) socket sending `[topic, seq_be8, payload]`, and a replay
+// ring of the last N batches behind a ROUTER answering the replay protocol in one of the three
+// reply layouts (framing.h ReplayStyle).
 //
 // The caller owns the sequence numbers and the payload bytes (publish-fake encodes them with the
 // event codec), so faults are easy to build from the primitives: Send() puts a batch on the wire

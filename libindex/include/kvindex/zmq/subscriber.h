@@ -1,14 +1,15 @@
 // Subscriber: the live path. Many sources on ONE I/O thread: a SUB socket per source (connect, or
 // bind with `bind`) and, when the source has a replay endpoint, a DEALER for the replay protocol
-// (SPEC §2). Every message goes through an Ingestor (frame checks, decode, sequence rules, the
-// index); replay requests the sequence rules make are sent on the DEALER and replies are read at
-// once; a replay that stays silent for `replay_timeout` is given up on (a `timeout` record is
-// written first when recording, then Ingestor::GiveUp), and the DEALER is re-created so late
-// replies cannot be mistaken for the next request's. With a replay endpoint, each source first
-// backfills from the publisher's ring. A batch whose blocks are orphans (parent unknown) asks the
-// source's ring again (SPEC §3; Ingestor::StartOrphanReplay). Optionally every live message, replay
-// reply and observation is recorded to a CaptureWriter: the records of one poll cycle are
-// coalesced and reach the kernel with one write(2) before the next poll cycle.
+// (docs/wire-formats.md "Replay"). Every message goes through an Ingestor (frame checks, decode,
+// sequence rules, the index); replay requests the sequence rules make are sent on the DEALER and
+// replies are read at once; a replay that stays silent for `replay_timeout` is given up on (a
+// `timeout` record is written first when recording, then Ingestor::GiveUp), and the DEALER is
+// re-created so late replies cannot be mistaken for the next request's. With a replay endpoint,
+// each source first backfills from the publisher's ring. A batch whose blocks are orphans (parent
+// unknown) asks the source's ring again (docs/sequence-rules.md "Orphan replay";
+// Ingestor::StartOrphanReplay). Optionally every live message, replay reply and observation is
+// recorded to a CaptureWriter: the records of one poll cycle are coalesced and reach the kernel
+// with one write(2) before the next poll cycle.
 //
 // A bad message never stops the subscriber: it is counted, logged (rate-limited) and skipped,
 // unless `strict` is set (then the first one ends Run() with its Status).
