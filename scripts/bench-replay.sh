@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trace replay benchmarks (SPEC §8; docs/benchmarks.md "Trace replay"), on the full Mooncake
+# Trace replay benchmarks (docs/benchmarks.md "Trace replay"), on the full Mooncake
 # conversation trace (traces/mooncake/conversation_trace.jsonl: 12,031 requests, 288,500 blocks):
 #   1. bench/replay_bench (Google Benchmark): parse (kvindex vs an nlohmann_json baseline),
 #      id preparation, and the time of single configurations;

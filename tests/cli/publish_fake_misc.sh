@@ -40,4 +40,13 @@ expect_status 1 "--wait-timeout"
 expect_stderr_contains "--wait-subscribers"
 expect_stderr_contains "0 of 1 subscriber"
 
+# Pacing numbers are checked before anything is bound: short messages, nan and inf refused.
+for args in "--speed 0" "--speed nan" "--rate -1" "--rate inf" "--zipf -1" "--zipf nan"; do
+  flag=${args%% *} value=${args#* }
+  run timeout 10 "$KVINDEX" publish-fake --count 1 --port "$(free_ports 1)" "$flag" "$value"
+  expect_status 2 "$args"
+  expect_stderr_contains "kvindex: $flag: '$value' is not a"
+  expect_stderr_lines 2
+done
+
 finish

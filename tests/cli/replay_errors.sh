@@ -29,6 +29,11 @@ expect_usage "zero instances" "kvindex: --instances: Value 0 not in range 1 to 1
 expect_stderr_lines 2
 expect_usage "too many instances" "--instances: Value 5000 not in range 1 to 1024" "$T" --instances 5000
 expect_stderr_lines 2
+# Positive and non-negative numbers: a short message, and nan/inf are not numbers here.
+for v in 0 -1 nan inf 1e999 x; do
+  expect_usage "--window $v" "kvindex: --window: '$v' is not a positive number" "$T" --window "$v"
+  expect_stderr_lines 2
+done
 # Usage errors are found before the input is opened.
 expect_usage "usage before input" "x not in {lru," "$TMP/missing.jsonl" --policy x
 # CLI11's own errors: its message, then where to look.

@@ -1,6 +1,8 @@
 #include "cli_validators.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <system_error>
 
 #include "kvindex/sim/block_cache.h"
@@ -101,5 +103,29 @@ CLI::Validator ZeroOrAtLeast(uint64_t min, std::string why) {
       },
       "0|N>=" + std::to_string(min));
 }
+
+namespace {
+
+// A finite number spelled in full (blanks around it allowed), compared with 0.
+CLI::Validator FiniteNumber(bool zero_ok, const char* description, const char* what) {
+  return CLI::Validator(
+      [zero_ok, what](std::string& text) {
+        std::string item = text;
+        TrimBlanks(item);
+        char* end = nullptr;
+        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+        const bool whole = !item.empty() && end == item.c_str() + item.size();
+        if (!whole || !std::isfinite(value) || value < 0 || (!zero_ok && value == 0)) {
+          return "'" + text + "' is not " + what;
+        }
+        return std::string();
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator Positive() { return FiniteNumber(false, "POSITIVE", "a positive number"); }
+CLI::Validator NonNegative() { return FiniteNumber(true, "NONNEGATIVE", "a non-negative number"); }
 
 }  // namespace kvindex::cli

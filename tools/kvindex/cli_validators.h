@@ -40,6 +40,13 @@ CLI::Validator Hash();
 // (may be empty) says why, in the message.
 CLI::Validator ZeroOrAtLeast(uint64_t min, std::string why);
 
+// Checks for a number that must be finite and positive (Positive) or finite and not negative
+// (NonNegative): "'X' is not a positive number" / "... a non-negative number". In place of
+// CLI::PositiveNumber and CLI::NonNegativeNumber, whose message for a floating-point option prints
+// the largest double in 300 digits, and which let `nan` and `inf` through.
+CLI::Validator Positive();
+CLI::Validator NonNegative();
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_CLI_VALIDATORS_H_

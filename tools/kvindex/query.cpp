@@ -415,7 +415,7 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
       ->transform(Hash());
   cmd->add_option("--block-size", options->block_size,
                   "Tokens per block (default: each instance's own)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--tenant", options->tenant, "Tenant (default: default)");
   cmd->add_option("--lora-name", options->lora_name, "LoRA adapter name (default: none)");
   cmd->add_option("--salt", options->salt, "The request's cache_salt (default: none)");

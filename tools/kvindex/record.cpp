@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_validators.h"
 #include "commands.h"
 #include "kvindex/core/clock.h"
 #include "kvindex/files/capture.h"
@@ -106,25 +107,25 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
       ->required();
   cmd->add_flag("--force", options->overwrite, "Overwrite --out if it exists");
   cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--count", options->count, "Stop after N live messages (all sources)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--rotate-bytes", options->rotate_bytes,
                   "Start a new file once the current one exceeds N bytes")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--rotate-seconds", options->rotate_seconds,
                   "Start a new file once the current one is S seconds old")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--fsync-interval", options->fsync_interval,
                   "fsync the capture every S seconds while data arrives, on a thread of its own "
                   "(default 1; 0 = on the recording thread after every poll cycle)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative());
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--stats-interval", options->stats_interval,
                   "A status line on stderr every S seconds (0 = none; default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative());
   cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
   cmd->callback([options, &outcome] {
     outcome.command = "record";

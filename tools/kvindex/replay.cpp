@@ -140,13 +140,13 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
                   "exit 1 if an 'expect' differs");
   cmd->add_option("--max-blocks", options->max_blocks,
                   "Capture: cap the index at N resident blocks (least recently touched evicted)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--block-tokens", options->block_tokens,
                   "Tokens per block, for token hit rates (default: 512 Mooncake, 16 Bailian)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--max-requests", options->max_requests,
                   "Read only the first N requests of the file (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_flag("--skip-bad", options->skip_bad,
                 "Skip and count bad lines instead of failing on the first");
   CommaList(
@@ -168,7 +168,7 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--seed", options->seed, "Seed of the random router (SplitMix64; default 0)");
   cmd->add_option("--threads", options->threads,
                   "Configurations simulated in parallel (default: hardware concurrency)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--json", options->json, "Write {\"results\": [row...]} to FILE ('-' = stdout)");
   CommaList(cmd->add_option("--cpu-capacity", options->cpu_capacities,
                             "Blocks of a shared CPU pool (LRU, inclusive) below the GPU tiers, "
@@ -184,7 +184,7 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::IsMember({"simulate", "storage-benchmark"}));
   cmd->add_option("--window", options->window_s,
                   "Also count per time window of S seconds (JSON 'windows', CSV rows)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--csv", options->csv,
                   "Write CSV to FILE ('-' = stdout): one line per configuration, or per window "
                   "and instance with --window");

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_validators.h"
 #include "commands.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/index/prefix_index.h"
@@ -140,7 +141,7 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--fsync-interval", options->fsync_interval,
                   "fsync the --record capture every S seconds while new data arrives, on a thread "
                   "of its own (default 1; 0 = on the recording thread after every poll cycle)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative());
   cmd->add_option("--warm-from", options->warm_from,
                   "Apply capture file(s) before going live (a rotated capture: every file, in "
                   "order)")
@@ -149,12 +150,12 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
                   "At most N resident blocks (least recently touched evicted first; 0 = no limit)");
   cmd->add_option("--stats-interval", options->stats_interval,
                   "A status line on stderr every S seconds (0 = none; default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative());
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive());
   cmd->add_flag("--strict", options->strict, "The first bad message is fatal (exit 1)");
   cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
   AddHttpOptions(cmd, options->http);

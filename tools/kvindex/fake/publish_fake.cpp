@@ -135,7 +135,7 @@ void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
                   "Publish the logical batches of a JSONL file (one {ts, events, dp_rank?} per "
                   "line, events as vLLM names their fields) on one source");
   cmd->add_option("--speed", o.speed, "--capture pace multiplier (2 = twice as fast)")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::Positive())
       ->capture_default_str();
   cmd->add_option("--instances", o.instances, "Instances fake-0..fake-(N-1)")
       ->check(AtLeastOne())
@@ -164,7 +164,7 @@ void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
       ->check(AtLeastOne())
       ->capture_default_str();
   cmd->add_option("--rate", o.rate, "Batches per second per source (0 = as fast as possible)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::NonNegative())
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the synthetic workload")->capture_default_str();
   cmd->add_flag("--blast", o.blast,
@@ -212,7 +212,7 @@ void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
       ->capture_default_str();
   cmd->add_option("--zipf", o.synth.zipf,
                   "Synthetic: Zipf exponent of prefix popularity (0 = uniform)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::NonNegative())
       ->capture_default_str();
   cmd->add_option("--capacity", o.capacity,
                   "Blocks each source's cache holds before evicting (LRU; evictions are removals)")
