@@ -238,7 +238,8 @@ void PrefixIndex::Impl::WalkKeyed(Scratch& sc, Mode mode, std::span<const TokenI
     sc.resolved[k] = cand;
     if (cand != kNone) __builtin_prefetch(&block(cand));
   };
-  Walk(sc, n, [&](size_t d) -> uint32_t {
+  // Forced inline: one call per walked depth otherwise (GCC keeps the lambda out of line).
+  Walk(sc, n, [&](size_t d) __attribute__((always_inline)) -> uint32_t {
     if (keyed < n && keyed < d + kSlotAhead) key_to(std::min(n, d + kSlotAhead));
     for (const size_t end = std::min(n, d + kRecAhead); probed < end; ++probed) probe(probed);
     for (const size_t end = std::min(n, d + kVerifyAhead); verified < end; ++verified) {
@@ -401,7 +402,7 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
     const uint32_t scope = lead.scope;
     if (mode == Mode::kEngine) {
       const Instance& inst = *instances[lead.inst];
-      Walk(sc, engine.size(), [&](size_t d) {
+      Walk(sc, engine.size(), [&](size_t d) __attribute__((always_inline)) {
         const uint32_t idx = EngineLookup(inst, engine[d].value);
         if (idx == kNone || block(idx).scope != scope) return kNone;
         return idx;
