@@ -756,6 +756,44 @@ TEST_CASE("Rotation splits a capture into self-contained files read in order") {
   CheckRotation(true);
 }
 
+TEST_CASE("A rotation threshold below a file's preamble rotates once per record, never forever") {
+  // 1 byte is less than a file header: every record still lands, one file each after the first,
+  // each opening with the source definition; nothing rotates a file holding only its preamble.
+  for (const bool mapped : {false, true}) {
+    CAPTURE(mapped);
+    TempDir dir;
+    const fs::path base = dir.path / "tiny.kvcap";
+    CaptureWriterOptions options;
+    options.mapped = mapped;
+    options.rotate_bytes = 1;
+    std::vector<std::string> paths;
+    {
+      auto w = CaptureWriter::Create(base.string(), options);
+      REQUIRE(w.ok());
+      REQUIRE((*w)->WriteSourceDefinition(SourceId{0}, R"({"name":"a"})", 1).ok());
+      for (int i = 0; i < 5; ++i) {
+        REQUIRE(WriteMessage(**w, 0, 10 + i, {B("t"), B("12345678"), B("x")}).ok());
+      }
+      REQUIRE((*w)->Close().ok());
+      paths = (*w)->paths();
+    }
+    // A file rotates after the record that crosses the threshold: the definition alone fills
+    // the first file, each message one file after it, and the last holds the definition only.
+    REQUIRE(paths.size() == 7);
+    for (size_t i = 1; i < paths.size(); ++i) {
+      auto r = CaptureReader::Open({paths[i]});
+      REQUIRE(r.ok());
+      const auto records = ReadAll(**r);
+      REQUIRE(records.size() == (i + 1 < paths.size() ? 2u : 1u));
+      CHECK(records[0].type == CaptureRecordType::kSourceDefinition);
+      if (records.size() == 2) {
+        CHECK(records[1].type == CaptureRecordType::kMessage);
+        CHECK(records[1].recv_ns == 10 + static_cast<int64_t>(i) - 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("Opening something that is not a capture fails with one clear error") {
   TempDir dir;
   auto missing = CaptureReader::Open({(dir.path / "nope.kvcap").string()});

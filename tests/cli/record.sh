@@ -80,6 +80,18 @@ grep -q "kvindex record: " "$TMP/c2.err" || fail "status line on stderr"
 files=$(ls "$TMP"/c2*.kvcap | sort -V)
 "$PY" "$KVINDEX_SOURCE_DIR/tests/data/capture_check.py" $files >/dev/null || fail "rotated files read back"
 
+# --rotate-bytes below a file header: one record per file, and --duration still ends the run
+# (a threshold the new file's own header and definitions exceed never rotates it again at once).
+plan "$TMP/ptiny.json" 0 20 '[{"sleep": 30}]'
+start_pub ptiny "$TMP/ptiny.json"
+run timeout 20 "$KVINDEX" record --source "a=vllm@$PUB_EP" --out "$TMP/tiny.kvcap" --rotate-bytes 1 \
+  --duration 1.5 --stats-interval 0
+expect_status 0 "--rotate-bytes 1 with --duration"
+ntiny=$(ls "$TMP"/tiny*.kvcap | wc -l)
+[ "$ntiny" -ge 2 ] && [ "$ntiny" -le 100 ] || fail "--rotate-bytes 1 made $ntiny files"
+files=$(ls "$TMP"/tiny*.kvcap | sort -V)
+"$PY" "$KVINDEX_SOURCE_DIR/tests/data/capture_check.py" $files >/dev/null || fail "tiny rotated files read back"
+
 # kill -9 mid-stream: every complete record reads back.
 plan "$TMP/p3.json" 0 200 '[{"sleep": 30}]'
 start_pub p3 "$TMP/p3.json"

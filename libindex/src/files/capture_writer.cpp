@@ -121,12 +121,16 @@ Status CaptureWriter::OpenFile(const std::string& path) {
   KVINDEX_RETURN_IF_ERROR(appender_ ? appender_->Append(header, sizeof(header))
                                     : WriteAll(fd_, header, sizeof(header), path));
   file_bytes_ += sizeof(header);
+  file_preamble_bytes_ = file_bytes_;
   bytes_written_ += sizeof(header);
   dirty_ = true;
   return Status::Ok();
 }
 
 Status CaptureWriter::MaybeRotate() {
+  // A file with nothing past its preamble is never rotated: with a threshold smaller than the
+  // preamble, rotating it would rotate again at once, forever.
+  if (rotating_ || file_bytes_ <= file_preamble_bytes_) return Status::Ok();
   const bool by_bytes = options_.rotate_bytes != 0 && file_bytes_ >= options_.rotate_bytes;
   const bool by_time = options_.rotate_interval.count() != 0 &&
                        SteadyClock::now() - file_opened_ >= options_.rotate_interval;
@@ -134,13 +138,20 @@ Status CaptureWriter::MaybeRotate() {
   KVINDEX_RETURN_IF_ERROR(CloseFile());
   KVINDEX_RETURN_IF_ERROR(OpenFile(RotatedCapturePath(base_path_, paths_.size())));
   // Every file is self-contained: repeat the definitions of the sources seen so far.
+  rotating_ = true;
   const auto definitions = definitions_;
   for (const auto& [source, json] : definitions) {
     const std::span<const std::byte> part(reinterpret_cast<const std::byte*>(json.data()),
                                           json.size());
-    KVINDEX_RETURN_IF_ERROR(WriteRecord(CaptureRecordType::kSourceDefinition, source, RealtimeNs(),
-                                        std::span(&part, 1)));
+    const Status written = WriteRecord(CaptureRecordType::kSourceDefinition, source, RealtimeNs(),
+                                       std::span(&part, 1));
+    if (!written.ok()) {
+      rotating_ = false;
+      return written;
+    }
   }
+  rotating_ = false;
+  file_preamble_bytes_ = file_bytes_;
   return Status::Ok();
 }
 

@@ -235,6 +235,10 @@ class CaptureWriter {
   CaptureWriterOptions options_;
   int fd_ = -1;
   uint64_t file_bytes_ = 0;
+  // The bytes a new file opens with (its header and the repeated source definitions): a file
+  // holding no more than that is never rotated, so a threshold below it cannot rotate forever.
+  uint64_t file_preamble_bytes_ = 0;
+  bool rotating_ = false;  // writing a new file's preamble: no rotation inside it
   SteadyClock::time_point file_opened_;
   SteadyClock::time_point last_sync_;
   bool dirty_ = false;
