@@ -26,4 +26,15 @@ expect_status 2 "bad log level"
 expect_stderr_contains "unknown log level 'loud'"
 expect_stderr_lines 2
 
+# Results that cannot reach stdout (a full device) are a runtime error, not a silent exit 0.
+for args in "replay $KVINDEX_SOURCE_DIR/traces/sample.jsonl --capacity 100" \
+            "replay $KVINDEX_SOURCE_DIR/traces/sample.jsonl --capacity 100 --json -"; do
+  # shellcheck disable=SC2086
+  "$KVINDEX" $args >/dev/full 2>"$TMP/full.err"
+  status=$?
+  [ "$status" -eq 1 ] || fail "$args > /dev/full: expected exit 1, got $status"
+  grep -q "kvindex replay: stdout: write failed" "$TMP/full.err" || fail "$args > /dev/full: no message"
+  [ "$(wc -l <"$TMP/full.err")" -eq 1 ] || fail "$args > /dev/full: expected one stderr line"
+done
+
 finish

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "kvindex/core/log.h"
 #include "kvindex/core/version.h"
+#include "report.h"
 
 int main(int argc, char** argv) {
   using kvindex::cli::CommandOutcome;
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run 'kvindex %s--help' for usage.\n", sub.c_str());
     return 2;
   }
+  // Results lost on the way to stdout (a full device, a closed pipe) are a runtime error.
+  if (outcome.status.ok()) outcome.status = kvindex::cli::FlushStdout();
   if (!outcome.status.ok()) {
     std::fprintf(stderr, "kvindex %s: %s\n", outcome.command.c_str(),
                  outcome.status.message().c_str());

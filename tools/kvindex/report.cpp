@@ -84,4 +84,14 @@ Status WriteJson(const std::string& path, const nlohmann::json& value) {
   return Status::Ok();
 }
 
+Status FlushStdout() {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
+  if (!failed) return Status::Ok();
+  const int err = errno;  // 0 when the failed write was an earlier one
+  return Status::IoError(err != 0 ? std::string("stdout: write failed: ") + std::strerror(err)
+                                  : std::string("stdout: write failed"));
+}
+
 }  // namespace kvindex::cli

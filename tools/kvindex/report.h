@@ -36,6 +36,11 @@ std::string FormatPercent(double ratio);
 // "-". Fails with kIoError naming the path.
 Status WriteJson(const std::string& path, const nlohmann::json& value);
 
+// Flushes stdout (C stdio and std::cout) and reports whether everything printed reached it:
+// kIoError "stdout: write failed[: REASON]" when a write failed, e.g. on a full device, so that a
+// command whose results were lost never exits 0.
+Status FlushStdout();
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_REPORT_H_
