@@ -118,6 +118,23 @@ TEST_CASE("POST /cache with the upstream proxy's exact body (hosts, model_name, 
   CHECK(named == Json{{"HitStatus", {{"vllm-1", 4}}}});
 }
 
+TEST_CASE("A body nested 100,000 levels deep is a 400 on every endpoint, never a crash") {
+  Fixture f;
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* path : {"/query", "/query_by_hash", "/cache", "/register", "/unregister"}) {
+    CAPTURE(path);
+    for (const std::string& body : {deep, "{\"model\": " + deep + "}",
+                                    "{\"model\": \"m\", \"x\": " + deep + "}"}) {
+      auto [code, answer] = f.Post(path, body);
+      CHECK(code == 400);
+      CHECK(answer.contains("error"));
+    }
+  }
+  // The index still answers.
+  auto [code, body] = f.Post("/query", R"({"model": "m", "token_ids": [1,2,3,4]})");
+  CHECK(code == 200);
+}
+
 TEST_CASE("Bad requests: status codes and JSON error bodies") {
   Fixture f;
   struct Case {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/core/address.h"
+#include "kvindex/core/json_depth.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -302,7 +303,10 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
                                     ? std::string("cannot connect (is the server running?)")
                                     : "request failed: " + httplib::to_string(error)));
   }
-  const nlohmann::json answer = nlohmann::json::parse(res->body, nullptr, false);
+  // An answer nested too deep reads as no JSON at all (the body is then quoted as the message).
+  const nlohmann::json answer = JsonTooDeepAt(res->body) == std::string::npos
+                                    ? nlohmann::json::parse(res->body, nullptr, false)
+                                    : nlohmann::json(nlohmann::json::value_t::discarded);
   if (res->status != 200) {
     std::string message = res->body;
     if (!answer.is_discarded() && answer.is_object() && answer.contains("error") &&

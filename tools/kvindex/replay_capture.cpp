@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/json_depth.h"
 #include "kvindex/query/query_json.h"
 
 #include "capture_tools.h"
@@ -105,6 +106,11 @@ Result<std::vector<PendingQuery>> ReadQueries(
     ++line_number;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ": line " + std::to_string(line_number);
+    if (const size_t at = JsonTooDeepAt(text); at != std::string::npos) {
+      return Status::InvalidArgument(where + ": byte " + std::to_string(at) +
+                                     ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                     " levels");
+    }
     json line;
     try {
       line = json::parse(text);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/core/address.h"
+#include "kvindex/core/json_depth.h"
 #include "kvindex/core/scope.h"
 
 namespace kvindex {
@@ -251,6 +252,10 @@ Status GetServes(const json& object, std::vector<std::string>& out, const std::s
 }
 
 Result<json> ParseJson(std::string_view text, std::string_view source_name) {
+  if (const size_t at = JsonTooDeepAt(text); at != std::string_view::npos) {
+    return Status::Malformed(std::string(source_name) + ": byte " + std::to_string(at) +
+                             ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   // nlohmann reports the position only through its exception; it never escapes this function.
   try {
     return json::parse(text.begin(), text.end());

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/json_depth.h"
 #include "kvindex/core/scope.h"
 #include "kvindex/query/query_json.h"
 
@@ -22,6 +23,10 @@ Result<json> ParseBody(std::string_view body) {
   if (body.size() > kMaxQueryBodyBytes) {
     return Status::LimitExceeded("request body of " + std::to_string(body.size()) +
                                  " bytes exceeds " + std::to_string(kMaxQueryBodyBytes));
+  }
+  if (const size_t at = JsonTooDeepAt(body); at != std::string_view::npos) {
+    return Bad("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " +
+               std::to_string(at));
   }
   try {
     json parsed = json::parse(body.begin(), body.end());

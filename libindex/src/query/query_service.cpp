@@ -10,6 +10,7 @@
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/core/address.h"
 #include "kvindex/core/clock.h"
+#include "kvindex/core/json_depth.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -220,7 +221,8 @@ int QueryService::Cache(std::string_view body, std::string& out) {
 }
 
 int QueryService::Register(std::string_view body, std::string& out) {
-  Json parsed = Json::parse(body, nullptr, false);
+  Json parsed = JsonTooDeepAt(body) == std::string_view::npos ? Json::parse(body, nullptr, false)
+                                                              : Json(Json::value_t::discarded);
   if (parsed.is_discarded() || !parsed.is_object()) {
     out = ErrorBody("register: the body is not a JSON object");
     return 400;
@@ -251,7 +253,8 @@ int QueryService::Register(std::string_view body, std::string& out) {
 }
 
 int QueryService::Unregister(std::string_view body, std::string& out) {
-  Json parsed = Json::parse(body, nullptr, false);
+  Json parsed = JsonTooDeepAt(body) == std::string_view::npos ? Json::parse(body, nullptr, false)
+                                                              : Json(Json::value_t::discarded);
   if (parsed.is_discarded() || !parsed.is_object()) {
     out = ErrorBody("unregister: the body is not a JSON object");
     return 400;

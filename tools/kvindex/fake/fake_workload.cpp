@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/json_depth.h"
+
 namespace kvindex::cli {
 namespace {
 
@@ -173,7 +175,8 @@ Result<TracePrompts> TracePrompts::Load(const std::string& path, uint32_t block_
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto doc = nlohmann::json::parse(line, nullptr, false);
+    auto doc = JsonTooDeepAt(line) == std::string::npos ? nlohmann::json::parse(line, nullptr, false)
+                                                        : nlohmann::json(nlohmann::json::value_t::discarded);
     if (doc.is_discarded() || !doc.is_object()) {
       return Status::Malformed(path + ": line " + std::to_string(line_no) + ": not a JSON object");
     }

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/json_depth.h"
+
 namespace kvindex::cli {
 namespace {
 
@@ -17,6 +19,10 @@ Result<uint64_t> JsonHash(const nlohmann::json& v, const std::string& where) {
 }  // namespace
 
 Result<EventBatch> ParseLogicalBatch(const std::string& line, const std::string& where) {
+  if (const size_t at = JsonTooDeepAt(line); at != std::string::npos) {
+    return Status::Malformed(where + ": byte " + std::to_string(at) + ": nested deeper than " +
+                             std::to_string(kMaxJsonDepth) + " levels");
+  }
   auto doc = nlohmann::json::parse(line, nullptr, false);
   if (doc.is_discarded() || !doc.is_object())
     return Status::Malformed(where + ": not a JSON object");
