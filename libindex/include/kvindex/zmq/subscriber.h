@@ -44,8 +44,12 @@ namespace kvindex {
 struct SubscriberOptions {
   int receive_hwm = 100'000;  // ZMQ_RCVHWM of every SUB (and DEALER)
   std::chrono::milliseconds replay_timeout{2000};
-  std::chrono::milliseconds reconnect_interval{100};       // ZMQ_RECONNECT_IVL
-  std::chrono::milliseconds reconnect_interval_max{5000};  // ZMQ_RECONNECT_IVL_MAX (backoff)
+  std::chrono::milliseconds reconnect_interval{100};  // ZMQ_RECONNECT_IVL
+  // ZMQ_RECONNECT_IVL_MAX: 0 = no backoff, a source is retried every reconnect_interval. A
+  // publisher that binds after the subscriber started is then reached within about 100 ms (with
+  // a backoff growing to 5 s, its whole first burst of events could be lost before the first
+  // successful connect).
+  std::chrono::milliseconds reconnect_interval_max{0};
   bool backfill = true;   // ask each source with a replay endpoint for its ring at start
   bool strict = false;    // the first bad message ends Run() with its Status
   uint64_t max_messages = 0;  // stop after this many live messages (all sources); 0 = no limit
