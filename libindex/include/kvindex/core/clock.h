@@ -23,10 +23,6 @@ inline int64_t ReadClockNs(clockid_t id) {
 
 // Wall-clock time, nanoseconds since the Unix epoch (CLOCK_REALTIME).
 inline int64_t RealtimeNs() { return ReadClockNs(CLOCK_REALTIME); }
-// Wall-clock time, seconds since the Unix epoch, as a double (publish timestamps).
-inline double RealtimeSeconds() { return static_cast<double>(RealtimeNs()) / 1e9; }
-// Monotonic time in nanoseconds from an arbitrary origin (CLOCK_MONOTONIC).
-inline int64_t MonotonicNs() { return ReadClockNs(CLOCK_MONOTONIC); }
 // Seconds elapsed since `start` on the monotonic clock.
 inline double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
