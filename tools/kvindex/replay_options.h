@@ -37,6 +37,10 @@ struct ReplayOptions {
   std::string csv;       // empty = none; "-" = stdout
   std::string plot;      // empty = none
   std::string to_trace;  // capture only: derive a request trace into FILE
+  std::string tier_write = "through";  // names sim::ParseTierWrite() accepts
+  bool curve = false;                  // --curve: the exact LRU hit-rate curve
+  uint64_t curve_points = 0;           // rows of the --curve table; 0 = not given (16)
+  bool reuse = false;                  // --reuse: the reuse report instead of the grid
 };
 
 }  // namespace kvindex::cli
