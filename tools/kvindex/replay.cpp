@@ -102,6 +102,11 @@ Status RunReplay(ReplayOptions options) {
       }
       return RunTraceReplay(options);
     case InputKind::kCapture: {
+      if (options.curve || options.reuse) {
+        return Status::InvalidArgument(options.input +
+                                       ": --curve and --reuse apply to request traces, not "
+                                       "captures");
+      }
       for (size_t i = 1; i < options.inputs.size(); ++i) {
         KVINDEX_ASSIGN_OR_RETURN(InputKind other, DetectInput(options.inputs[i]));
         if (other != InputKind::kCapture) {

@@ -84,13 +84,13 @@ struct SimConfig {
   PolicyKind policy = PolicyKind::kLru;
   uint64_t capacity = kInfiniteCapacity;  // blocks per instance, >= 1
   RouterKind router = RouterKind::kRoundRobin;
-  uint32_t instances = 1;  // >= 1
-  uint64_t seed = 0;       // the random router's SplitMix64 seed
+  uint32_t instances = 1;       // >= 1
+  uint64_t seed = 0;            // the random router's SplitMix64 seed
   uint32_t block_tokens = 512;  // tokens per block, for prefix_token and cache-aware routing
   uint64_t cpu_capacity = 0;    // shared CPU pool, LRU, in blocks; 0 = no CPU tier
   uint64_t disk_capacity = 0;   // shared disk, LRU, in blocks; 0 = no disk tier
   TierWrite tier_write = TierWrite::kThrough;  // only with a shared tier
-  double window_ms = 0;         // > 0: also count per time window of this length (SimReport)
+  double window_ms = 0;  // > 0: also count per time window of this length (SimReport)
 };
 
 // Counts of one instance, or of the whole cluster.
