@@ -112,4 +112,8 @@ run "$KVINDEX" replay "$T" --curve --mode storage-benchmark
 expect_status 2 "curve with storage-benchmark"
 run "$KVINDEX" replay /nonexistent.jsonl --curve --router cache-aware
 expect_status 2 "usage error before the trace is opened"
+# A capture is not a request trace.
+run "$KVINDEX" replay "$KVINDEX_SOURCE_DIR/tests/fuzz/corpus/capture/one_message.kvcap" --curve
+expect_status 2 "curve on a capture"
+expect_stderr_contains "apply to request traces"
 finish
