@@ -4,7 +4,8 @@
 // same binary is nlohmann_json building a DOM per line and copying the fields out (what a first
 // version would do).
 // Run by scripts/bench-replay.sh, which also times the 9-configuration sweep end to end against
-// a straightforward Python simulator (bench/replay_baseline.py).
+// a straightforward Python simulator (bench/replay_baseline.py), and the --curve against one
+// --capacity run and a 20-capacity sweep.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvindex/files/request_trace.h"
+#include "kvindex/sim/hit_curve.h"
 #include "kvindex/sim/simulator.h"
 
 namespace {
@@ -151,6 +153,20 @@ BENCHMARK(BM_Replay_Config)
     ->Args({0, 2000, 2, 8})
     ->Args({0, 2000, 3, 8})
     ->Unit(benchmark::kMillisecond);
+
+// The exact LRU curve (every capacity from 1 to the working set) in one pass, against which
+// BM_Replay_Config's single lru configurations compare: instances (round-robin).
+void BM_Replay_Curve(benchmark::State& state) {
+  if (!Ready(state) || Prepared() == nullptr) return;
+  kvindex::sim::SimConfig config;
+  config.instances = static_cast<uint32_t>(state.range(0));
+  for (auto _ : state) {
+    auto curve = kvindex::sim::LruHitCurve(*Prepared(), config);
+    benchmark::DoNotOptimize(curve);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * Prepared()->blocks().size()));
+}
+BENCHMARK(BM_Replay_Curve)->ArgNames({"instances"})->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -6,8 +6,12 @@
 #   2. the 9-configuration sweep (lru, lfu, fifo × 1,000, 10,000, inf blocks; one instance) end to
 #      end: `kvindex replay` (all cores, and --threads 1) against bench/replay_baseline.py, a
 #      straightforward Python simulator, timed in the same run; their counts must agree.
-# Raw results: bench/results/replay_bench-<commit>.json and replay_sweep-<commit>.json.
-#   scripts/bench-replay.sh [TRACE]
+#   3. the exact LRU curve (`--curve`, every capacity) against one `--capacity` simulation and a
+#      20-capacity sweep, same trace, same run; their counts must agree at the 20 capacities.
+# Raw results: bench/results/replay_bench-<commit>.json, replay_sweep-<commit>.json and
+# replay_curve-<commit>.json.
+#   scripts/bench-replay.sh [TRACE] [--quick]
+# --quick: one round of each, Google Benchmark at its minimum time (a check that it runs).
 #
 #   scripts/bench-replay.sh --plots
 # instead regenerates the checked-in charts docs/img/*.svg (README.md, docs/simulation.md) and
@@ -45,7 +49,19 @@ if [ "${1:-}" = "--plots" ]; then
   done
   exit 0
 fi
-TRACE=${1:-traces/mooncake/conversation_trace.jsonl}
+QUICK=0
+ARGS=()
+for a in "$@"; do
+  if [ "$a" = "--quick" ]; then QUICK=1; else ARGS+=("$a"); fi
+done
+TRACE=${ARGS[0]:-traces/mooncake/conversation_trace.jsonl}
+if [ "$QUICK" = 1 ]; then
+  GB_FLAGS=(--benchmark_min_time=0.01 --benchmark_repetitions=1)
+  KV_RUNS=1 PY_RUNS=1
+else
+  GB_FLAGS=(--benchmark_min_time=0.5 --benchmark_repetitions=3)
+  KV_RUNS=7 PY_RUNS=3
+fi
 [ -f "$TRACE" ] || { echo "bench-replay: trace not found: $TRACE" >&2; exit 1; }
 PY=/usr/bin/python3
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -57,14 +73,16 @@ cmake --build build/bench-release -j "$(nproc)" --target replay_bench kvindex_cl
 KVINDEX=build/bench-release/tools/kvindex/kvindex
 
 echo "== bench/replay_bench =="
-build/bench-release/bench/replay_bench --benchmark_min_time=0.5 --benchmark_repetitions=3 \
+build/bench-release/bench/replay_bench "${GB_FLAGS[@]}" \
   --benchmark_report_aggregates_only=true \
   --benchmark_out="bench/results/replay_bench-$commit.json" --benchmark_out_format=json
 
 echo "== 9-configuration sweep, end to end =="
-"$PY" - "$KVINDEX" "$TRACE" "bench/results/replay_sweep-$commit.json" "$commit" <<'PYEOF'
+"$PY" - "$KVINDEX" "$TRACE" "bench/results/replay_sweep-$commit.json" "$commit" "$KV_RUNS" \
+  "$PY_RUNS" <<'PYEOF'
 import json, os, resource, statistics, subprocess, sys, tempfile, time
 kvindex, trace, out_path, commit = sys.argv[1:5]
+kv_runs, py_runs = int(sys.argv[5]), int(sys.argv[6])
 grid = ["--policy", "lru,lfu,fifo", "--capacity", "1000,10000,inf"]
 tmp = tempfile.mkdtemp()
 
@@ -81,10 +99,12 @@ def timed(cmd, runs):
     return statistics.median(times), times, statistics.median(cpus), p.stdout
 
 kv_json = os.path.join(tmp, "kv.json")
-kv_all, kv_all_runs, kv_all_cpu, _ = timed([kvindex, "replay", trace] + grid + ["--json", kv_json], 7)
+kv_all, kv_all_runs, kv_all_cpu, _ = timed([kvindex, "replay", trace] + grid + ["--json", kv_json],
+                                           kv_runs)
 kv_one, kv_one_runs, kv_one_cpu, _ = timed([kvindex, "replay", trace] + grid +
-                                           ["--threads", "1", "--json", kv_json], 7)
-py, py_runs, py_cpu, py_out = timed(["/usr/bin/python3", "bench/replay_baseline.py", trace] + grid, 3)
+                                           ["--threads", "1", "--json", kv_json], kv_runs)
+py, py_runs, py_cpu, py_out = timed(["/usr/bin/python3", "bench/replay_baseline.py", trace] + grid,
+                                    py_runs)
 ours = json.load(open(kv_json))["results"]
 theirs = json.loads(py_out)["results"]
 keys = ("policy", "capacity", "blocks", "prefix_hit_blocks", "any_hit_blocks", "evictions")
@@ -101,12 +121,66 @@ result = {
     "ratio_cpu_one_thread": py_cpu / kv_one_cpu, "counts_agree": agree,
 }
 json.dump(result, open(out_path, "w"), indent=2)
-print(f"kvindex replay, all cores : {kv_all * 1000:8.1f} ms wall (median of 7), {kv_all_cpu * 1000:7.1f} ms CPU")
-print(f"kvindex replay, 1 thread  : {kv_one * 1000:8.1f} ms wall (median of 7), {kv_one_cpu * 1000:7.1f} ms CPU")
-print(f"Python baseline           : {py * 1000:8.1f} ms wall (median of 3), {py_cpu * 1000:7.1f} ms CPU")
+print(f"kvindex replay, all cores : {kv_all * 1000:8.1f} ms wall (median of {kv_runs}), {kv_all_cpu * 1000:7.1f} ms CPU")
+print(f"kvindex replay, 1 thread  : {kv_one * 1000:8.1f} ms wall (median of {kv_runs}), {kv_one_cpu * 1000:7.1f} ms CPU")
+print(f"Python baseline           : {py * 1000:8.1f} ms wall (median of {py_runs}), {py_cpu * 1000:7.1f} ms CPU")
 print(f"wall ratio: {py / kv_all:.1f}x (all cores), {py / kv_one:.1f}x (1 thread); "
       f"CPU ratio: {py_cpu / kv_one_cpu:.1f}x; load average {os.getloadavg()[0]:.1f} "
       f"on {os.cpu_count()} cores; counts agree: {agree}")
+print(f"raw: {out_path}")
+sys.exit(0 if agree else 1)
+PYEOF
+
+echo "== exact LRU curve vs one --capacity run vs a 20-capacity sweep (1 thread each) =="
+"$PY" - "$KVINDEX" "$TRACE" "bench/results/replay_curve-$commit.json" "$commit" "$KV_RUNS" <<'PYEOF'
+import json, os, resource, statistics, subprocess, sys, tempfile
+kvindex, trace, out_path, commit = sys.argv[1:5]
+runs = int(sys.argv[5])
+tmp = tempfile.mkdtemp()
+
+
+def cpu_time(cmd):
+    """Median CPU time (user + sys of the child) over `runs` runs."""
+    cpus = []
+    for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    return statistics.median(cpus)
+
+
+curve_json, sweep_json = os.path.join(tmp, "curve.json"), os.path.join(tmp, "sweep.json")
+base = [kvindex, "replay", trace, "--threads", "1"]
+curve = cpu_time(base + ["--curve", "--json", curve_json])
+steps = json.load(open(curve_json))["curve"]
+working_set = json.load(open(curve_json))["reach"][0]["working_set"]
+caps = sorted({max(1, round(working_set ** (k / 19))) for k in range(20)})
+one = cpu_time(base + ["--capacity", str(caps[len(caps) // 2])])
+sweep = cpu_time(base + ["--capacity", ",".join(map(str, caps)), "--json", sweep_json])
+sim = {r["capacity"]: (r["prefix_hit_blocks"], r["any_hit_blocks"])
+       for r in json.load(open(sweep_json))["results"]}
+
+
+def at(c):
+    best = (0, 0)
+    for s in steps:
+        if s["capacity"] <= c:
+            best = (s["prefix_hit_blocks"], s["any_hit_blocks"])
+    return best
+
+
+agree = all(at(c) == sim[c] for c in caps)
+result = {"commit": commit, "trace": os.path.basename(trace), "cores": os.cpu_count(),
+          "load_average_1min": os.getloadavg()[0], "capacities": caps,
+          "curve_cpu_s": curve, "one_capacity_cpu_s": one, "sweep_cpu_s": sweep,
+          "curve_vs_one": curve / one, "sweep_vs_curve": sweep / curve, "counts_agree": agree}
+json.dump(result, open(out_path, "w"), indent=2)
+print(f"--curve (every capacity)  : {curve * 1000:8.1f} ms CPU (median of {runs})")
+print(f"one --capacity run        : {one * 1000:8.1f} ms CPU")
+print(f"{len(caps)}-capacity sweep       : {sweep * 1000:8.1f} ms CPU")
+print(f"ratios: curve / one run {curve / one:.2f}x; sweep / curve {sweep / curve:.2f}x; "
+      f"counts agree at {len(caps)} capacities: {agree}")
 print(f"raw: {out_path}")
 sys.exit(0 if agree else 1)
 PYEOF

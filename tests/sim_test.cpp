@@ -69,9 +69,9 @@ void Check(const SimReport& r, uint64_t prefix, uint64_t any, uint64_t evictions
 
 const std::vector<Req> kWorkedExample = {{{1, 2, 3}}, {{1, 2, 4}}, {{5}}, {{1, 2, 3}}};
 
-// One instance of LRU GPU capacity `gpu` over shared tiers (0 = none).
+// One instance of LRU GPU capacity `gpu` over shared tiers (0 = none), GPU victims written down.
 SimReport RunTiers(const std::vector<Req>& reqs, uint64_t gpu, uint64_t cpu, uint64_t disk,
-                   double window_ms = 0) {
+                   double window_ms = 0, TierWrite tier_write = TierWrite::kVictim) {
   auto prepared = PreparedTrace::Prepare(MakeTrace(reqs));
   REQUIRE(prepared.ok());
   SimConfig config;
@@ -79,6 +79,7 @@ SimReport RunTiers(const std::vector<Req>& reqs, uint64_t gpu, uint64_t cpu, uin
   config.cpu_capacity = cpu;
   config.disk_capacity = disk;
   config.window_ms = window_ms;
+  config.tier_write = tier_write;
   auto report = Simulate(*prepared, config);
   REQUIRE(report.ok());
   return *report;

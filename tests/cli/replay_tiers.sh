@@ -24,7 +24,8 @@ cat >"$T" <<'JSONL'
 {"timestamp": 3000, "input_length": 512, "output_length": 1, "hash_ids": [1]}
 {"timestamp": 4000, "input_length": 1024, "output_length": 1, "hash_ids": [2, 3]}
 JSONL
-run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity 1 --disk-capacity 1 --json "$TMP/c.json"
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity 1 --disk-capacity 1 --tier-write victim \
+  --json "$TMP/c.json"
 expect_status 0 "tiers"
 expect_stdout_contains "cpu_hits"
 [ ! -s "$stderr_file" ] || fail "stderr is not a terminal: no progress bar expected"
@@ -39,7 +40,7 @@ cp "$stdout_file" "$TMP/n.json"
 check_json "$TMP/n.json" "d['results'][0]['prefix_hit_blocks'] == 0 and d['results'][0]['tiers']['gpu']['any_hit_blocks'] == 0 and d['results'][0]['cpu_capacity'] == 0"
 
 # 'inf' pool: every evicted block stays reachable; [1] and [2,3] are CPU hits.
-run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity inf --json -
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity inf --tier-write victim --json -
 expect_status 0 "inf pool"
 cp "$stdout_file" "$TMP/i.json"
 check_json "$TMP/i.json" "d['results'][0]['tiers']['cpu']['prefix_hit_blocks'] == 3 and d['results'][0]['cpu_capacity'] is None"
@@ -48,7 +49,8 @@ check_json "$TMP/i.json" "d['results'][0]['tiers']['cpu']['prefix_hit_blocks'] =
 # a 1-block CPU pool, or only a 1-block disk, each GPU victim pushes out the previous one, so [1]
 # and [2] are gone when asked for again: prefix 0 (the CPU-only run still has 3 in the pool: any
 # 1). Both tiers: the cascade above, prefix 3.
-run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity none,1 --disk-capacity none,1 --json -
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity none,1 --disk-capacity none,1 \
+  --tier-write victim --json -
 expect_status 0 "tier lists"
 cp "$stdout_file" "$TMP/l.json"
 check_json "$TMP/l.json" "[(r['cpu_capacity'], r['disk_capacity'], r['prefix_hit_blocks']) for r in d['results']] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 3)]"
@@ -71,7 +73,8 @@ expect_stderr_contains "'0' is not a positive integer"
 
 # --window 2 (seconds): windows [0,2) [2,4) [4,6): blocks 2, 2, 2; prefix hits 0, 1 (disk),
 # 2 (cpu 1 + disk 1).
-run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity 1 --disk-capacity 1 --window 2 --json -
+run "$KVINDEX" replay "$T" --capacity 1 --cpu-capacity 1 --disk-capacity 1 --tier-write victim \
+  --window 2 --json -
 expect_status 0 "window"
 cp "$stdout_file" "$TMP/w.json"
 check_json "$TMP/w.json" "[w['blocks'] for w in d['results'][0]['windows']] == [2, 2, 2]"

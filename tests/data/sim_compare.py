@@ -131,7 +131,12 @@ def main():
             # Tiers: a small GPU over a shared CPU pool and disk, each alone and both.
             for tiers in (["--cpu-capacity", "5"], ["--disk-capacity", "7"],
                           ["--cpu-capacity", "4", "--disk-capacity", "9"],
-                          ["--cpu-capacity", "3", "--disk-capacity", "inf"]):
+                          ["--cpu-capacity", "3", "--disk-capacity", "inf"],
+                          ["--cpu-capacity", "5", "--tier-write", "victim"],
+                          ["--disk-capacity", "7", "--tier-write", "victim"],
+                          ["--cpu-capacity", "4", "--disk-capacity", "9", "--tier-write", "victim"],
+                          ["--cpu-capacity", "3", "--disk-capacity", "inf", "--tier-write",
+                           "victim"]):
                 args = ["--policy", ALL_POLICIES, "--router", "cache-aware,random",
                         "--capacity", "1,3", "--instances", "1,3",
                         "--seed", str(seed * 7)] + tiers
@@ -146,11 +151,13 @@ def main():
         ours, theirs = run_both(kvindex, path, args)
         rows += len(ours)
         problems += compare(name, ours, theirs)
-        ours, theirs = run_both(kvindex, path, ["--max-requests", "300", "--capacity", "64",
-                                                "--cpu-capacity", "128",
-                                                "--disk-capacity", "256", "--instances", "2"])
-        rows += len(ours)
-        problems += compare(name + " tiers", ours, theirs)
+        for mode in ("victim", "through"):
+            ours, theirs = run_both(kvindex, path, ["--max-requests", "300", "--capacity", "64",
+                                                    "--cpu-capacity", "128", "--disk-capacity",
+                                                    "256", "--instances", "2", "--tier-write",
+                                                    mode])
+            rows += len(ours)
+            problems += compare(f"{name} tiers {mode}", ours, theirs)
         ours, theirs = run_both(kvindex, path, ["--max-requests", "1000", "--router",
                                                 "random,least-loaded", "--instances", "3"])
         rows += len(ours)

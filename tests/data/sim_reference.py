@@ -8,13 +8,16 @@ reports with the C++ one.
 
   sim_reference.py TRACE [--capacity LIST] [--policy LIST] [--router LIST] [--instances LIST]
                    [--seed N] [--block-tokens N] [--max-requests N]
-                   [--cpu-capacity N|inf] [--disk-capacity N|inf]
+                   [--cpu-capacity N|inf] [--disk-capacity N|inf] [--tier-write through|victim]
 
 Tiers (docs/simulation.md "Tiers"): each instance's cache is its GPU tier; an optional shared CPU
 pool and shared disk, both LRU and inclusive. Lookup: a block is served by the instance's GPU, else
 the pool, else the disk. Access of a block missing from the GPU: first refresh its copy in the
 highest shared tier that holds it, then insert it into the GPU; a GPU victim is written to the CPU
 pool (or to the disk when there is no pool), a CPU victim to the disk, a disk victim is dropped.
+That is --tier-write victim. With --tier-write through (the default, as kvindex's), every access
+also writes the block into the CPU pool (or the disk when there is no pool), first refreshing a
+disk copy of a block the pool does not hold; GPU victims are dropped, CPU victims go to the disk.
 
 prints {"results": [row, ...]} on stdout, rows in the same grid order as kvindex
 (policy, capacity, router, instances).
@@ -116,7 +119,8 @@ class Cache:
 TIERS = ["gpu", "cpu", "disk"]
 
 
-def simulate(requests, policy, capacity, router, n, seed, block_tokens, cpu_cap=0, disk_cap=0):
+def simulate(requests, policy, capacity, router, n, seed, block_tokens, cpu_cap=0, disk_cap=0,
+             through=False):
     caches = [Cache(policy, capacity) for _ in range(n)]
     cpu = Cache("lru", cpu_cap) if cpu_cap != 0 else None   # cpu_cap None = infinite
     disk = Cache("lru", disk_cap) if disk_cap != 0 else None
@@ -182,6 +186,23 @@ def simulate(requests, policy, capacity, router, n, seed, block_tokens, cpu_cap=
         previous = None
         for b in ids:
             now += 1
+            if through and (cpu is not None or disk is not None):
+                cache.access(b, previous, now)  # the GPU victim is dropped
+                pool = cpu if cpu is not None else disk
+                if pool is cpu and disk is not None and not cpu.has(b) and disk.has(b):
+                    now += 1
+                    disk.access(b, None, now)
+                now += 1
+                victim = pool.access(b, None, now)
+                if victim is not None:
+                    key = "cpu_evictions" if pool is cpu else "disk_evictions"
+                    shared_evictions[inst][key] += 1
+                    if pool is cpu and disk is not None:
+                        now += 1
+                        if disk.access(victim, None, now) is not None:
+                            shared_evictions[inst]["disk_evictions"] += 1
+                previous = b
+                continue
             # Every access of any tier gets its own time, so recency never ties.
             if not cache.has(b):
                 if cpu is not None and cpu.has(b):
@@ -231,6 +252,7 @@ def main():
     p.add_argument("--max-requests", type=int, default=0)
     p.add_argument("--cpu-capacity", default="")
     p.add_argument("--disk-capacity", default="")
+    p.add_argument("--tier-write", default="through", choices=["through", "victim"])
     a = p.parse_args()
     requests, bailian = read_trace(a.trace, a.max_requests)
     block_tokens = a.block_tokens or (16 if bailian else 512)
@@ -244,7 +266,8 @@ def main():
             for router in a.router.split(","):
                 for n in a.instances.split(","):
                     rows.append(simulate(requests, policy, capacity, router, int(n), a.seed,
-                                         block_tokens, cpu_cap, disk_cap))
+                                         block_tokens, cpu_cap, disk_cap,
+                                         a.tier_write == "through"))
     json.dump({"results": rows}, sys.stdout)
     sys.stdout.write("\n")
 

@@ -102,6 +102,11 @@ Status RunReplay(ReplayOptions options) {
       }
       return RunTraceReplay(options);
     case InputKind::kCapture: {
+      if (options.curve || options.reuse) {
+        return Status::InvalidArgument(options.input +
+                                       ": --curve and --reuse apply to request traces, not "
+                                       "captures");
+      }
       for (size_t i = 1; i < options.inputs.size(); ++i) {
         KVINDEX_ASSIGN_OR_RETURN(InputKind other, DetectInput(options.inputs[i]));
         if (other != InputKind::kCapture) {
@@ -191,6 +196,21 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--plot", options->plot,
                   "Write an SVG chart to FILE: prefix hit rate against capacity per "
                   "policy/router (a sweep), or over time with --window");
+  cmd->add_option("--tier-write", options->tier_write,
+                  "When blocks reach the shared CPU/disk pool: through (default: every block a "
+                  "GPU stores or hits is written to the pool too) or victim (GPU victims only)")
+      ->check(CLI::IsMember({"through", "victim"}));
+  cmd->add_flag("--curve", options->curve,
+                "Instead of the grid: the exact LRU prefix/any hit counts at every capacity from "
+                "1 block to the working set, in one pass per instance (policy lru; not with the "
+                "cache-aware router, shared tiers, --capacity or --window)");
+  cmd->add_option("--curve-points", options->curve_points,
+                  "Rows of the --curve table: N log-spaced capacities (default 16); --json and "
+                  "--csv carry the whole curve")
+      ->check(cli::Positive());
+  cmd->add_flag("--reuse", options->reuse,
+                "Instead of the grid: per request class (continuation, shared-prefix, fresh), the "
+                "share of blocks and reuse-distance percentiles in blocks and seconds");
   cmd->add_option("--to-trace", options->to_trace,
                   "Capture: derive a request trace (Mooncake JSONL) into FILE ('-' = stdout): "
                   "one request per stored chain, hash_ids = the chain's blocks from the root");

@@ -33,10 +33,14 @@ struct ReplayOptions {
   std::vector<uint64_t> cpu_capacities{0};   // 0 = no CPU tier
   std::vector<uint64_t> disk_capacities{0};  // 0 = no disk tier
   std::string mode = "simulate";
-  double window_s = 0;   // 0 = no windows
-  std::string csv;       // empty = none; "-" = stdout
-  std::string plot;      // empty = none
-  std::string to_trace;  // capture only: derive a request trace into FILE
+  double window_s = 0;                 // 0 = no windows
+  std::string csv;                     // empty = none; "-" = stdout
+  std::string plot;                    // empty = none
+  std::string to_trace;                // capture only: derive a request trace into FILE
+  std::string tier_write = "through";  // names sim::ParseTierWrite() accepts
+  bool curve = false;                  // --curve: the exact LRU hit-rate curve
+  uint64_t curve_points = 0;           // rows of the --curve table; 0 = not given (16)
+  bool reuse = false;                  // --reuse: the reuse report instead of the grid
 };
 
 }  // namespace kvindex::cli

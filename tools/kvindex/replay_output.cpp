@@ -148,6 +148,7 @@ nlohmann::json RowJson(const sim::SimReport& report) {
   row["per_instance"] = std::move(per);
   row["cpu_capacity"] = TierCapacityJson(config.cpu_capacity);
   row["disk_capacity"] = TierCapacityJson(config.disk_capacity);
+  row["tier_write"] = sim::TierWriteName(config.tier_write);
   if (config.window_ms > 0) {
     nlohmann::json windows = nlohmann::json::array();
     for (const sim::SimWindow& w : report.windows) {

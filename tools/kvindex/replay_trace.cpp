@@ -16,7 +16,9 @@
 #include "kvindex/files/request_trace.h"
 #include "kvindex/sim/simulator.h"
 
+#include "replay_curve.h"
 #include "replay_output.h"
+#include "replay_reuse.h"
 #include "report.h"
 
 namespace kvindex::cli {
@@ -26,17 +28,25 @@ namespace {
 struct Grid {
   std::vector<sim::PolicyKind> policies;
   std::vector<sim::RouterKind> routers;
+  sim::TierWrite tier_write = sim::TierWrite::kThrough;
 };
 
 Result<Grid> ParseGrid(const ReplayOptions& options) {
   if (!(options.window_s >= 0)) return Status::InvalidArgument("--window: must be positive");
-  if (!options.plot.empty() && options.window_s == 0 &&
+  KVINDEX_RETURN_IF_ERROR(CheckCurve(options));
+  KVINDEX_RETURN_IF_ERROR(CheckReuse(options));
+  auto tier_write = sim::ParseTierWrite(options.tier_write);
+  if (!tier_write) {
+    return Status::InvalidArgument("--tier-write: unknown mode '" + options.tier_write + "'");
+  }
+  if (!options.plot.empty() && options.window_s == 0 && !options.curve &&
       std::none_of(options.capacities.begin(), options.capacities.end(),
                    [](uint64_t c) { return c != sim::kInfiniteCapacity; })) {
     return Status::InvalidArgument(
         "--plot: needs --window (hit rate over time) or finite --capacity values (a sweep)");
   }
   Grid grid;
+  grid.tier_write = *tier_write;
   for (const std::string& item : options.policies) {
     auto policy = sim::ParsePolicy(item);
     if (!policy) return Status::InvalidArgument("--policy: unknown policy '" + item + "'");
@@ -126,6 +136,7 @@ std::vector<sim::SimConfig> GridConfigs(const Grid& grid, const ReplayOptions& o
               config.block_tokens = block_tokens;
               config.cpu_capacity = cpu;
               config.disk_capacity = disk;
+              config.tier_write = grid.tier_write;
               config.window_ms = options.window_s * 1000.0;
               configs.push_back(config);
             }
@@ -243,8 +254,10 @@ Status RunTraceReplay(const ReplayOptions& options) {
   if (trace.requests.empty()) return Status::Malformed(options.input + ": no requests");
   KVINDEX_ASSIGN_OR_RETURN(sim::PreparedTrace prepared, sim::PreparedTrace::Prepare(trace));
   if (options.mode == "storage-benchmark") return RunStorageBenchmark(options, trace, prepared);
+  if (options.reuse) return RunReuse(options, trace, prepared);
   const uint32_t block_tokens =
       options.block_tokens != 0 ? options.block_tokens : DefaultBlockTokens(trace.format);
+  if (options.curve) return RunCurve(options, trace, prepared, block_tokens);
   const std::vector<sim::SimConfig> configs = GridConfigs(grid, options, block_tokens);
   KVINDEX_ASSIGN_OR_RETURN(std::vector<sim::SimReport> reports,
                            SimulateAll(prepared, configs, options.threads));

@@ -1,11 +1,9 @@
 #include "kvindex/sim/simulator.h"
 
 #include <algorithm>
-#include <set>
-#include <unordered_map>
 #include <utility>
 
-#include "kvindex/sim/prng.h"
+#include "router.h"
 
 namespace kvindex::sim {
 
@@ -27,6 +25,16 @@ std::string_view RouterName(RouterKind router) {
     case RouterKind::kSession: return "session";
   }
   return "?";
+}
+
+std::optional<TierWrite> ParseTierWrite(std::string_view name) {
+  if (name == "victim") return TierWrite::kVictim;
+  if (name == "through") return TierWrite::kThrough;
+  return std::nullopt;
+}
+
+std::string_view TierWriteName(TierWrite mode) {
+  return mode == TierWrite::kThrough ? "through" : "victim";
 }
 
 std::string_view TierName(int tier) {
@@ -115,11 +123,10 @@ namespace {
 class Cluster {
  public:
   Cluster(const PreparedTrace& trace, const SimConfig& config)
-      : trace_(trace), config_(config), rng_(config.seed), load_(config.instances, 0) {
+      : trace_(trace), config_(config), router_(trace, config) {
     caches_.reserve(config.instances);
     for (uint32_t i = 0; i < config.instances; ++i) {
       caches_.emplace_back(config.policy, config.capacity, trace.distinct_blocks());
-      by_load_.emplace(0, i);
     }
     if (config.cpu_capacity != 0) {
       cpu_.emplace(PolicyKind::kLru, config.cpu_capacity, trace.distinct_blocks());
@@ -178,43 +185,20 @@ class Cluster {
     return std::min(prefix_blocks * config_.block_tokens, trace_.input_length(i));
   }
 
-  uint32_t LeastLoaded() const { return by_load_.begin()->second; }
-
   uint32_t Route(size_t i) {
-    const uint32_t n = config_.instances;
-    switch (config_.router) {
-      case RouterKind::kRoundRobin:
-        return static_cast<uint32_t>(i % n);
-      case RouterKind::kRandom:
-        return static_cast<uint32_t>(rng_.Below(n));
-      case RouterKind::kLeastLoaded:
-        return LeastLoaded();
-      case RouterKind::kCacheAware: {
-        // Most matched tokens, then least load, then lowest index: O(instances × prefix).
-        uint32_t best = 0;
-        uint64_t best_tokens = 0;
-        for (uint32_t k = 0; k < n; ++k) {
-          const uint64_t tokens = PrefixTokens(i, PrefixBlocks(i, k));
-          if (k == 0 || tokens > best_tokens ||
-              (tokens == best_tokens && load_[k] < load_[best])) {
-            best = k;
-            best_tokens = tokens;
-          }
-        }
-        return best;
-      }
-      case RouterKind::kSession: {
-        // A chat follows its parent chat's instance; a chat whose parent is unknown (no parent,
-        // or a parent outside the trace) starts on the least-loaded instance. Mooncake traces
-        // have no chat ids, so every request is a new chat: the router is then least-loaded.
-        const int64_t parent = trace_.parent_chat_id(i);
-        if (parent >= 0) {
-          if (auto it = session_.find(parent); it != session_.end()) return it->second;
-        }
-        return LeastLoaded();
+    if (config_.router != RouterKind::kCacheAware) return router_.Route(i);
+    // Most matched tokens, then least load, then lowest index: O(instances × prefix).
+    uint32_t best = 0;
+    uint64_t best_tokens = 0;
+    for (uint32_t k = 0; k < config_.instances; ++k) {
+      const uint64_t tokens = PrefixTokens(i, PrefixBlocks(i, k));
+      if (k == 0 || tokens > best_tokens ||
+          (tokens == best_tokens && router_.load(k) < router_.load(best))) {
+        best = k;
+        best_tokens = tokens;
       }
     }
-    return 0;
+    return best;
   }
 
   // Writes a GPU victim down the shared tiers: CPU pool, then disk; a disk victim is dropped.
@@ -224,6 +208,22 @@ class Cluster {
       if (victim == kNoBlock) return;
       ++d.cpu_evictions;
     }
+    if (disk_ && disk_->Access(victim, kNoBlock).victim != kNoBlock) ++d.disk_evictions;
+  }
+
+  // Write-through: every access writes (or refreshes) the block in the shared pool, the CPU pool
+  // when there is one, else the disk. With both, the disk stays the CPU pool's victim tier: a
+  // block the pool lost but the disk holds has its disk copy refreshed first (as a lower-tier hit
+  // is), so that the pool's own victim cannot push it off the disk.
+  void WriteThrough(BlockIndex block, SimCounts& d) {
+    if (!cpu_) {
+      if (disk_->Access(block, kNoBlock).victim != kNoBlock) ++d.disk_evictions;
+      return;
+    }
+    if (disk_ && !cpu_->Contains(block) && disk_->Contains(block)) disk_->Access(block, kNoBlock);
+    const BlockIndex victim = cpu_->Access(block, kNoBlock).victim;
+    if (victim == kNoBlock) return;
+    ++d.cpu_evictions;
     if (disk_ && disk_->Access(victim, kNoBlock).victim != kNoBlock) ++d.disk_evictions;
   }
 
@@ -262,6 +262,15 @@ class Cluster {
     // Access: every block in order.
     if (!tiered_) {
       d.evictions = cache.AccessSequence(blocks.data() + begin, static_cast<size_t>(end - begin));
+    } else if (config_.tier_write == TierWrite::kThrough) {
+      // The GPU victim is dropped: its pool copy was written when it was accessed.
+      BlockIndex parent = kNoBlock;
+      for (uint64_t b = begin; b < end; ++b) {
+        const BlockIndex block = blocks[b];
+        if (cache.Access(block, parent).victim != kNoBlock) ++d.evictions;
+        WriteThrough(block, d);
+        parent = block;
+      }
     } else {
       BlockIndex parent = kNoBlock;
       for (uint64_t b = begin; b < end; ++b) {
@@ -304,29 +313,18 @@ class Cluster {
       windows_[w].per_instance[instance].Add(d);
     }
 
-    // The ordered set is kept only for the routers that ask for the least-loaded instance.
-    const bool ordered = config_.router == RouterKind::kLeastLoaded ||
-                         config_.router == RouterKind::kSession;
-    if (ordered) by_load_.erase({load_[instance], instance});
-    load_[instance] += n;
-    if (ordered) by_load_.emplace(load_[instance], instance);
-    if (config_.router == RouterKind::kSession && trace_.chat_id(i) >= 0) {
-      session_[trace_.chat_id(i)] = instance;
-    }
+    router_.Record(i, instance, n);
   }
 
   const PreparedTrace& trace_;
   SimConfig config_;
-  SplitMix64 rng_;
+  LoadRouter router_;
   std::vector<BlockCache> caches_;
   std::optional<BlockCache> cpu_;   // shared CPU pool
   std::optional<BlockCache> disk_;  // shared disk
   bool tiered_ = false;
   std::vector<SimCounts> counts_;
   std::vector<SimWindow> windows_;
-  std::vector<uint64_t> load_;  // blocks accessed so far, per instance
-  std::set<std::pair<uint64_t, uint32_t>> by_load_;  // (load, instance): least loaded first
-  std::unordered_map<int64_t, uint32_t> session_;   // chat id -> instance
 };
 
 }  // namespace

@@ -9,7 +9,9 @@
 // is refreshed; a GPU miss first refreshes the block's copy in the highest shared tier holding it
 // (if any), then inserts it into the GPU tier. Tiers are inclusive: a GPU victim is written to the
 // CPU pool (refreshing it when already there), a CPU victim to the disk, a disk victim is
-// dropped; with only one shared tier, GPU victims go to it.
+// dropped; with only one shared tier, GPU victims go to it. That is TierWrite::kVictim; under
+// TierWrite::kThrough every access writes (or refreshes) the block in the CPU pool (the disk
+// without one), GPU victims are dropped, and CPU victims still go to the disk.
 //
 // Thread safety: a PreparedTrace is immutable after Prepare() and may be shared by many threads,
 // each running its own Simulate() (the replay grid does this).
@@ -70,16 +72,25 @@ enum Tier : uint8_t { kGpu = 0, kCpu = 1, kDisk = 2 };
 inline constexpr int kTiers = 3;
 std::string_view TierName(int tier);
 
+// When blocks reach the shared pool (docs/simulation.md "Tiers"): kVictim writes a GPU victim
+// down when it is evicted; kThrough writes every block into the pool at every access.
+enum class TierWrite : uint8_t { kVictim, kThrough };
+
+// The mode named `name` ("victim", "through"), or nullopt.
+std::optional<TierWrite> ParseTierWrite(std::string_view name);
+std::string_view TierWriteName(TierWrite mode);
+
 struct SimConfig {
   PolicyKind policy = PolicyKind::kLru;
   uint64_t capacity = kInfiniteCapacity;  // blocks per instance, >= 1
   RouterKind router = RouterKind::kRoundRobin;
-  uint32_t instances = 1;  // >= 1
-  uint64_t seed = 0;       // the random router's SplitMix64 seed
+  uint32_t instances = 1;       // >= 1
+  uint64_t seed = 0;            // the random router's SplitMix64 seed
   uint32_t block_tokens = 512;  // tokens per block, for prefix_token and cache-aware routing
   uint64_t cpu_capacity = 0;    // shared CPU pool, LRU, in blocks; 0 = no CPU tier
   uint64_t disk_capacity = 0;   // shared disk, LRU, in blocks; 0 = no disk tier
-  double window_ms = 0;         // > 0: also count per time window of this length (SimReport)
+  TierWrite tier_write = TierWrite::kThrough;  // only with a shared tier
+  double window_ms = 0;  // > 0: also count per time window of this length (SimReport)
 };
 
 // Counts of one instance, or of the whole cluster.
