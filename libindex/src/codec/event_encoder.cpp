@@ -22,7 +22,7 @@ using codec_internal::WriteSeedEvent;
 using codec_internal::WriteSglangEvent;
 using codec_internal::WriteVllmArrayEvent;
 using codec_internal::WriteVllmMapEvent;
-using msgpack_writer::Writer;
+using codec_internal::Writer;
 
 // True when ts is a whole number of milliseconds within ±2^48 ms (exact through int ms).
 bool WholeMilliseconds(double ts) {

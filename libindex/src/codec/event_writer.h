@@ -12,7 +12,7 @@
 // The event writers expect an event CheckEncodable() accepted for their format
 // (check_encodable.cpp) and write it whole; they do not fail.
 //
-// Thread safety: functions of their arguments; a Writer belongs to one thread.
+// Thread safety: functions of their arguments; a Writer (event_packer.h) belongs to one thread.
 #ifndef KVINDEX_SRC_CODEC_EVENT_WRITER_H_
 #define KVINDEX_SRC_CODEC_EVENT_WRITER_H_
 
@@ -25,11 +25,10 @@
 
 #include "kvindex/core/event.h"
 
-#include "msgpack_writer.h"
+#include "event_packer.h"
 
 namespace kvindex::codec_internal {
 
-using msgpack_writer::Writer;
 
 // The tier as the event spells it: its kept spelling, else the tier's own name. The view lives
 // as long as `tier` and `spelling`.
