@@ -37,10 +37,7 @@ class PayloadBuffer {
 
   // Makes room for `extra` more bytes up front (one allocation for a whole payload).
   void Ensure(size_t extra) {
-    if (static_cast<size_t>(lim_ - cur_) >= extra) return;
-    used_ = static_cast<size_t>(cur_ - Base());
-    out_.resize(std::max(out_.size() * 2, used_ + extra + 64));
-    Bind();
+    if (static_cast<size_t>(lim_ - cur_) < extra) Grow(extra);
   }
 
   // Trims the vector to the bytes written.
@@ -48,6 +45,12 @@ class PayloadBuffer {
 
  private:
   char* Base() { return reinterpret_cast<char*>(out_.data()); }
+  // Out of line, so that the callers flattened for speed (event_writer.h) keep only the check.
+  [[gnu::noinline]] void Grow(size_t extra) {
+    used_ = static_cast<size_t>(cur_ - Base());
+    out_.resize(std::max(out_.size() * 2, used_ + extra + 64));
+    Bind();
+  }
   void Bind() {
     cur_ = Base() + used_;
     lim_ = Base() + out_.size();

@@ -71,7 +71,9 @@ inline void WriteMedium(Writer& w, const std::optional<Tier>& tier,
 }
 
 // An array of hashes: unsigned, or signed int64 (SGLang, the RFC's legacy alias) when `is_signed`.
-inline void WriteHashes(Writer& w, const std::vector<EngineHash>& hashes, bool is_signed) {
+// The two list writers are flattened (msgpack::packer's integer packing inlined into the loop):
+// in the larger event writers the compiler otherwise leaves it a call per item.
+[[gnu::flatten]] inline void WriteHashes(Writer& w, const std::vector<EngineHash>& hashes, bool is_signed) {
   w.Array(hashes.size());
   for (EngineHash h : hashes) {
     if (is_signed) {
@@ -90,7 +92,7 @@ inline void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_
     w.Uint(h->value);
   }
 }
-inline void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
+[[gnu::flatten]] inline void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
   w.Array(tokens.size());
   w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);

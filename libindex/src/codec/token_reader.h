@@ -104,7 +104,8 @@ class TokenVisitor : public msgpack::null_visitor {
   };
 
   Mode mode = Mode::kToken;
-  Token token;
+  Token* token = nullptr;  // where kToken mode writes (the reader's kept token)
+  Token scratch;           // where kSkip mode's scalars go
   // kSkip: the nesting level of the value's parent, the limit, and whether it was exceeded.
   int level = 0;
   int max_level = 0;
@@ -123,7 +124,7 @@ class TokenVisitor : public msgpack::null_visitor {
   }
   KVINDEX_VISIT bool visit_float32(float v) { return visit_float64(v); }
   KVINDEX_VISIT bool visit_float64(double v) {
-    token.real = v;
+    token->real = v;
     return Scalar(Type::kFloat, 0, false);
   }
   KVINDEX_VISIT bool visit_str(const char* v, uint32_t size) { return Bytes(Type::kStr, v, size); }
@@ -141,21 +142,21 @@ class TokenVisitor : public msgpack::null_visitor {
 
  private:
   KVINDEX_VISIT bool Scalar(Type t, uint64_t bits, bool negative) {
-    token.type = t;
-    token.bits = bits;
-    token.negative = negative;
+    token->type = t;
+    token->bits = bits;
+    token->negative = negative;
     return true;
   }
   KVINDEX_VISIT bool Bytes(Type t, const char* v, uint32_t size) {
-    token.type = t;
-    token.bits = size;
-    token.data = v;
+    token->type = t;
+    token->bits = size;
+    token->data = v;
     return true;
   }
   KVINDEX_VISIT bool Container(Type t, uint32_t n) {
     if (mode == Mode::kToken) {
-      token.type = t;
-      token.bits = n;
+      token->type = t;
+      token->bits = n;
       return false;
     }
     if (++level > max_level) {
@@ -182,7 +183,8 @@ class TokenParser : public msgpack::v3::detail::context<TokenParser> {
 
 class TokenReader {
  public:
-  TokenReader(const uint8_t* data, size_t size) : base_(data), p_(data), end_(data + size) {}
+  TokenReader(const uint8_t* data, size_t size)
+      : base_(data), p_(data), end_(data + size), parser_(ThreadParser()) {}
 
   size_t offset() const { return static_cast<size_t>(p_ - base_); }
   size_t remaining() const { return static_cast<size_t>(end_ - p_); }
@@ -271,7 +273,6 @@ class TokenReader {
   // unchanged (the start of the value, for the error's byte offset).
   SkipError SkipValue(int depth, int max_depth) {
     TokenVisitor& v = parser_.visitor();
-    tok_at_ = nullptr;  // the skip overwrites the kept token
     v.mode = TokenVisitor::Mode::kSkip;
     v.level = depth;
     v.max_level = max_depth;
@@ -378,8 +379,19 @@ class TokenReader {
     end = offset();
     if (p_ >= end_) return msgpack::PARSE_CONTINUE;
     parser_.init();
+    TokenVisitor& v = parser_.visitor();
+    v.token = v.mode == TokenVisitor::Mode::kToken ? &tok_ : &v.scratch;
     return parser_.execute(reinterpret_cast<const char*>(base_), static_cast<size_t>(end_ - base_),
                            end);
+  }
+
+  // One parser context per thread, reused by every payload it decodes: msgpack-cxx's context
+  // allocates its container stack when built, which would otherwise cost an allocation per
+  // payload. Readers on one thread never parse at the same time (each call runs to its end and
+  // the visitor is pointed at the calling reader's token first).
+  static TokenParser& ThreadParser() {
+    static thread_local TokenParser parser;
+    return parser;
   }
 
   bool Restore(const uint8_t* start) {
@@ -389,7 +401,7 @@ class TokenReader {
 
   // The token at the position, parsed once and kept until the position moves.
   const TokenVisitor::Token& Peek() {
-    if (tok_at_ == p_) return parser_.visitor().token;
+    if (tok_at_ == p_) return tok_;
     tok_at_ = p_;
     TokenVisitor& v = parser_.visitor();
     v.invalid = false;
@@ -407,14 +419,14 @@ class TokenReader {
       default:
         tok_complete_ = false;
         tok_end_ = p_;
-        v.token = TokenVisitor::Token{};
-        v.token.type = p_ >= end_ ? Type::kEnd : v.invalid ? Type::kInvalid : LeadType(*p_);
-        if (v.token.type == Type::kArray || v.token.type == Type::kMap) {
-          v.token.bits = UINT32_MAX;  // the count itself is cut short
+        tok_ = TokenVisitor::Token{};
+        tok_.type = p_ >= end_ ? Type::kEnd : v.invalid ? Type::kInvalid : LeadType(*p_);
+        if (tok_.type == Type::kArray || tok_.type == Type::kMap) {
+          tok_.bits = UINT32_MAX;  // the count itself is cut short
         }
         break;
     }
-    return v.token;
+    return tok_;
   }
 
   bool ReadContainer(Type type, uint64_t per, uint32_t& n) {
@@ -442,7 +454,8 @@ class TokenReader {
   const uint8_t* base_;
   const uint8_t* p_;
   const uint8_t* end_;
-  TokenParser parser_;
+  TokenParser& parser_;
+  TokenVisitor::Token tok_;
   const uint8_t* tok_at_ = nullptr;  // where the kept token starts
   const uint8_t* tok_end_ = nullptr;
   bool tok_complete_ = false;
