@@ -1,21 +1,26 @@
 // TokenReader, the decoder's view of a payload (private to the codec layer): a pull reader over
 // msgpack-cxx's visitor parse. Each read hands one value (a scalar, or a container's header with
 // its element count) to msgpack-cxx's parser, whose visitor stops at the first token, so the
-// decoder fills EventBatch straight from the bytes, without a msgpack object tree. Whole values
-// go through one parse too: SkipValue() (with the depth limit) and the bulk readers of the two
-// hot arrays, token ids and block hashes (ReadTokenIds(), ReadHashes()).
+// decoder fills EventBatch straight from the bytes, without a msgpack object tree. SkipValue()
+// runs one parse over the whole value, the depth limit in the visitor.
 //
-// One parser context lives as long as the reader, so its container stack is allocated once per
-// payload rather than once per value. Containers announce their element count to the visitor
-// before msgpack-cxx stores anything; ReadArray/ReadMap reject counts that cannot fit in the
-// remaining bytes (each element takes at least one byte), which stops "huge length" headers
-// before any allocation. Reads that fail leave the position unchanged and return false; the
-// caller builds the error message (it knows the field) from offset() and PeekType().
+// Containers announce their element count to the visitor before msgpack-cxx stores anything;
+// ReadArray/ReadMap reject counts that cannot fit in the remaining bytes (each element takes at
+// least one byte), which stops "huge length" headers before any allocation. Reads that fail
+// leave the position unchanged and return false; the caller builds the error message (it knows
+// the field) from offset() and PeekType().
+//
+// What msgpack-cxx's parser costs per value (some 60 instructions) is several times what the
+// decoder does with most values, so the hot cases are taken in place and everything else goes to
+// msgpack-cxx: nil and positive fixints (one byte each), and in the two hot lists the integer
+// encodings msgspec writes (token ids: fixint, uint8/16/32; hashes: uint64, int64). The parser
+// context is one per thread (building one allocates its container stack).
 //
 // msgpack-cxx's parse throws only for ext sizes a 32-bit size_t cannot hold; the visitors here
 // never throw, and DecodeEventBatchInto() still catches at the codec's boundary.
 //
-// Thread safety: one TokenReader per thread; it borrows the bytes for its whole life.
+// Thread safety: a TokenReader belongs to one thread and borrows the bytes for its whole life;
+// readers on one thread share that thread's parser context one call at a time.
 #ifndef KVINDEX_SRC_CODEC_TOKEN_READER_H_
 #define KVINDEX_SRC_CODEC_TOKEN_READER_H_
 
@@ -332,8 +337,8 @@ class TokenReader {
   }
 
   // Reads a whole array of hashes (ints of any sign, bin or str) into `out`; false as
-  // ReadTokenIds(). `negative` is set when a hash is below zero. uint64 items (vLLM's hashes) are
-  // read in place; every other item goes through msgpack-cxx.
+  // ReadTokenIds(). `negative` is set when a hash is below zero. uint64 and int64 items (vLLM's and
+  // SGLang's hashes) are read in place; every other item goes through msgpack-cxx.
   bool ReadHashes(std::vector<EngineHash>& out, bool& negative) {
     const uint8_t* const start = p_;
     uint32_t n;
@@ -342,9 +347,10 @@ class TokenReader {
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* p = p_;
-      if (end_ - p >= 9 && *p == 0xcf) {
+      if (end_ - p >= 9 && (*p == 0xcf || *p == 0xd3)) {  // uint64, int64
         uint64_t v = 0;
         for (int k = 1; k <= 8; ++k) v = (v << 8) | p[k];
+        negative |= *p == 0xd3 && static_cast<int64_t>(v) < 0;
         out.push_back(EngineHash{v});
         p_ = p + 9;
         continue;
@@ -403,6 +409,16 @@ class TokenReader {
   const TokenVisitor::Token& Peek() {
     if (tok_at_ == p_) return tok_;
     tok_at_ = p_;
+    // The two one-byte tokens every event is full of (nil optionals, small ints) are taken in
+    // place: handing a single byte to msgpack-cxx's parser costs some 60 instructions.
+    if (p_ < end_ && (*p_ < 0x80 || *p_ == 0xc0)) {
+      tok_complete_ = true;
+      tok_end_ = p_ + 1;
+      tok_.type = *p_ == 0xc0 ? Type::kNil : Type::kUint;
+      tok_.negative = false;
+      tok_.bits = *p_ == 0xc0 ? 0 : *p_;
+      return tok_;
+    }
     TokenVisitor& v = parser_.visitor();
     v.invalid = false;
     size_t end;
