@@ -505,6 +505,35 @@ TEST_CASE("Hard limits: payload size and token ids per event") {
   CHECK(batch->events.size() == 1);
 }
 
+TEST_CASE("Token ids in every integer encoding, a float32 ts; a negative id fails at its byte") {
+  // [1.0f32, [["BlockStored", [1], nil, [5, u8 128, u16 256, u32 65536, u64 7, i8 5, i16 6,
+  //  i32 8, i64 9], 1, nil]]]: signed encodings of non-negative values are ints like any other.
+  auto batch = Decode(Hex("92ca3f800000" "91" "96ab426c6f636b53746f726564" "9101" "c0"
+                          "99" "05" "cc80" "cd0100" "ce00010000" "cf0000000000000007" "d005"
+                          "d10006" "d200000008" "d30000000000000009" "01" "c0"));
+  REQUIRE_MESSAGE(batch.ok(), batch.status().ToString());
+  REQUIRE(batch->errors.empty());
+  CHECK(batch->ts == 1.0);
+  const auto& s = std::get<BlockStored>(batch->events[0]);
+  CHECK(s.token_ids == std::vector<TokenId>{5, 128, 256, 65536, 7, 5, 6, 8, 9});
+  CHECK(s.scope.block_size == 1u);
+
+  // The same event with token ids [i8 -1]: the id's own byte (24) is named.
+  auto bad = Decode(Hex("92ca3f800000" "91" "96ab426c6f636b53746f726564" "9101" "c0"
+                        "91" "d0ff" "01" "c0"));
+  REQUIRE_MESSAGE(bad.ok(), bad.status().ToString());
+  REQUIRE(bad->errors.size() == 1);
+  CHECK(bad->errors[0].status.message() ==
+        "event 0 (byte 24): token_ids: token id -1 at index 0 does not fit in 32 bits");
+  // And a str where the third id should be (byte 27, after 05 and cc80).
+  auto str = Decode(Hex("92ca3f800000" "91" "96ab426c6f636b53746f726564" "9101" "c0"
+                        "93" "05" "cc80" "a178" "01" "c0"));
+  REQUIRE_MESSAGE(str.ok(), str.status().ToString());
+  REQUIRE(str->errors.size() == 1);
+  CHECK(str->errors[0].status.message() ==
+        "event 0 (byte 27): token_ids: expected int token id, got str");
+}
+
 TEST_CASE("Hash normalisation: ints, negative ints, bin and strings") {
   // ["BlockRemoved", [-1, 0xcf 2^64-1, bin(1), bin(9 bytes), "0x10", "16", "text"]]
   auto batch = Decode(Hex("92cb3ff00000000000009192ac426c6f636b52656d6f7665649807"

@@ -1,5 +1,5 @@
-// Decoder, the general event decoder: it reads one payload with the bounds-checked reader of
-// msgpack_reader.h and fills EventBatch directly (no msgpack object tree; docs/benchmarks.md has
+// Decoder, the general event decoder: it reads one payload through msgpack-cxx's visitor parse
+// (token_reader.h) and fills EventBatch directly (no msgpack object tree; docs/benchmarks.md has
 // the comparison with msgpack-cxx's generic unpack). This header holds the state every wire era
 // reads with (failure reporting, skipping, the per-field readers, kept inline because they are
 // the decoder's hot path); each era's events are read in its own file:
@@ -20,7 +20,7 @@
 //  - Hashes are unsigned (vLLM), signed (SGLang), bin digests (vLLM with int hashes off) or
 //    strings (the Mooncake seed guide); all are normalised to u64.
 //
-// Thread safety: a Decoder belongs to one decode call on one thread; it borrows the Reader and the
+// Thread safety: a Decoder belongs to one decode call on one thread; it borrows the TokenReader and the
 // Flags it is built with for its whole life.
 #ifndef KVINDEX_SRC_CODEC_DECODER_H_
 #define KVINDEX_SRC_CODEC_DECODER_H_
@@ -41,14 +41,9 @@
 
 #include "event_slots.h"
 #include "hash_value.h"
-#include "msgpack_reader.h"
+#include "token_reader.h"
 
 namespace kvindex::codec_internal {
-
-using msgpack_reader::Reader;
-using msgpack_reader::SkipError;
-using msgpack_reader::Type;
-using msgpack_reader::TypeName;
 
 // Equality with a literal, inlined (std::string_view's == goes through an ordering compare,
 // which the compiler leaves to a memcmp call on the hot path).
@@ -102,7 +97,7 @@ struct MapFields;  // map_event_fields.h
 // within the value. `field` names the value in that message and is only borrowed for the call.
 class Decoder {
  public:
-  Decoder(Reader& r, Flags& flags) : r_(r), flags_(flags) {}
+  Decoder(TokenReader& r, Flags& flags) : r_(r), flags_(flags) {}
 
   // The failure of the last call that returned false.
   StatusCode fail_code() const { return fail_code_; }
@@ -127,18 +122,11 @@ class Decoder {
                   std::string(TypeName(t)) + " length exceeds the remaining " +
                       std::to_string(r_.remaining()) + " bytes");
     }
-    if (IsTruncatedScalar(t)) {
+    if (r_.TruncatedScalar()) {
       return Fail(StatusCode::kMalformed, field, std::string(TypeName(t)) + " truncated");
     }
     return Fail(StatusCode::kMalformed, field,
                 "expected " + std::string(expected) + ", got " + TypeName(t));
-  }
-
-  bool IsTruncatedScalar(Type t) {
-    if (t == Type::kEnd || t == Type::kArray || t == Type::kMap || t == Type::kInvalid)
-      return false;
-    Reader copy = r_;
-    return copy.SkipValue(0, kMaxNesting) == SkipError::kTruncated;
   }
 
   bool Skip(std::string_view field, int parent_level) {
@@ -197,19 +185,14 @@ class Decoder {
   }
 
   bool ReadHashList(std::string_view field, std::vector<EngineHash>& out) {
+    // One msgpack-cxx parse for the whole array; anything it does not take (a wrong type, a
+    // truncation) is read again item by item for the error message.
+    if (r_.ReadHashes(out, flags_.negative_hash)) return true;
     uint32_t n;
     if (!r_.ReadArray(n)) return TypeFail(field, "array");
     out.clear();
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t* p = r_.position();
-      // (ReadArray's count check holds at the header only: wide elements may have used the
-      // bytes since, so every element checks that it is there.)
-      if (r_.remaining() >= 9 && *p == 0xcf) {  // the common vLLM form: uint64
-        out.push_back(EngineHash{Reader::Be64(p + 1)});
-        r_.set_position(p + 9);
-        continue;
-      }
       EngineHash h;
       if (!ReadHash(field, h)) return false;
       out.push_back(h);
@@ -218,6 +201,9 @@ class Decoder {
   }
 
   bool ReadTokens(std::string_view field, std::vector<TokenId>& out) {
+    // The hot path of every decode: one msgpack-cxx parse for the whole array. What it does not
+    // take (a limit, a wrong type, a truncation) is read again item by item for the message.
+    if (r_.ReadTokenIds(out, kMaxTokensPerEvent)) return true;
     uint32_t n;
     if (!r_.ReadArray(n)) {
       if (r_.PeekType() == Type::kArray && !r_.ContainerTooLong()) {
@@ -232,46 +218,21 @@ class Decoder {
     }
     out.clear();
     out.resize(n);
-    TokenId* dst = out.data();
-    // The hot loop of every decode: local pointers, the common widths first.
-    const uint8_t* p = r_.position();
-    const uint8_t* const end = p + r_.remaining();
     for (uint32_t i = 0; i < n; ++i) {
-      if (p >= end) {
+      const uint8_t* p = r_.position();
+      uint64_t bits;
+      bool negative;
+      if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
+      if (negative || bits > UINT32_MAX) {
         r_.set_position(p);
-        return TypeFail(field, "int token id");
+        return Fail(
+            StatusCode::kMalformed, field,
+            "token id " +
+                (negative ? std::to_string(static_cast<int64_t>(bits)) : std::to_string(bits)) +
+                " at index " + std::to_string(i) + " does not fit in 32 bits");
       }
-      const uint8_t b = *p;
-      if (b < 0x80) {
-        dst[i] = b;
-        p += 1;
-      } else if (b == 0xce && end - p >= 5) {
-        dst[i] = Reader::Be32(p + 1);
-        p += 5;
-      } else if (b == 0xcd && end - p >= 3) {
-        dst[i] = Reader::Be16(p + 1);
-        p += 3;
-      } else if (b == 0xcc && end - p >= 2) {
-        dst[i] = p[1];
-        p += 2;
-      } else {
-        r_.set_position(p);
-        uint64_t bits;
-        bool negative;
-        if (!r_.ReadInt(bits, negative)) return TypeFail(field, "int token id");
-        if (negative || bits > UINT32_MAX) {
-          r_.set_position(p);
-          return Fail(
-              StatusCode::kMalformed, field,
-              "token id " +
-                  (negative ? std::to_string(static_cast<int64_t>(bits)) : std::to_string(bits)) +
-                  " at index " + std::to_string(i) + " does not fit in 32 bits");
-        }
-        dst[i] = static_cast<TokenId>(bits);
-        p = r_.position();
-      }
+      out[i] = static_cast<TokenId>(bits);
     }
-    r_.set_position(p);
     return true;
   }
 
@@ -326,7 +287,7 @@ class Decoder {
       return true;
     }
     const uint8_t* p = r_.position();
-    int64_t v;
+    int64_t v = 0;  // (set by ReadI64; the 0 quiets GCC's maybe-uninitialized across inlining)
     if (!ReadI64(field, v)) return false;
     if (v < INT32_MIN || v > INT32_MAX) {
       r_.set_position(p);
@@ -450,7 +411,7 @@ class Decoder {
   bool DecodeEvents(EventBatch& batch);
 
  private:
-  Reader& r_;
+  TokenReader& r_;
   Flags& flags_;
   Family family_ = Family::kNeutral;        // of the batch: its first non-neutral event's
   Family event_family_ = Family::kNeutral;  // of the event just decoded

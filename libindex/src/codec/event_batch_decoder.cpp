@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,7 +20,7 @@
 
 #include "decoder.h"
 #include "event_slots.h"
-#include "msgpack_reader.h"
+#include "token_reader.h"
 #include "vllm_fast_decoder.h"
 
 namespace kvindex {
@@ -80,14 +82,10 @@ bool Decoder::DecodeEvents(EventBatch& batch) {
   EventSlots out(batch.events);
   uint32_t n;
   if (r_.PeekType() == Type::kArray) {
-    const uint8_t* p = r_.position();
     if (!r_.ReadArray(n)) {
       // Check the limit before the length, so a huge count says so.
-      Reader copy = r_;
-      (void)copy;
       uint32_t announced = 0;
-      if (*p == 0xdd && r_.remaining() >= 5) announced = Reader::Be32(p + 1);
-      if (announced > kMaxEventsPerBatch) {
+      if (r_.PeekCount(announced) && announced > kMaxEventsPerBatch) {
         return Fail(StatusCode::kLimitExceeded, "events",
                     std::to_string(announced) + " events exceed the limit of " +
                         std::to_string(kMaxEventsPerBatch));
@@ -146,8 +144,8 @@ using codec_internal::Decoder;
 using codec_internal::Eq;
 using codec_internal::Flags;
 using codec_internal::kBatchLevel;
-using msgpack_reader::Reader;
-using msgpack_reader::Type;
+using codec_internal::TokenReader;
+using codec_internal::Type;
 
 Status EnvelopeError(const Decoder& d) {
   return Status(d.fail_code(),
@@ -156,7 +154,7 @@ Status EnvelopeError(const Decoder& d) {
 
 // Reads the batch timestamp: float seconds (vLLM, SGLang, seed era) or integer milliseconds
 // (Mooncake RFC #1527).
-bool ReadTs(Reader& r, Decoder& d, Flags& flags, double& ts) {
+bool ReadTs(TokenReader& r, Decoder& d, Flags& flags, double& ts) {
   const Type t = r.PeekType();
   if (t == Type::kFloat) {
     const uint8_t* p = r.position();
@@ -169,7 +167,7 @@ bool ReadTs(Reader& r, Decoder& d, Flags& flags, double& ts) {
   }
   if (t == Type::kUint || t == Type::kNegInt) {
     const uint8_t* p = r.position();
-    int64_t ms;
+    int64_t ms = 0;  // (set by ReadI64; the 0 quiets GCC's maybe-uninitialized)
     if (!d.ReadI64("ts", ms)) return false;
     // Milliseconds within ±2^48 (8,900 years) convert to seconds and back exactly.
     if (ms > (int64_t{1} << 48) || ms < -(int64_t{1} << 48)) {
@@ -184,7 +182,7 @@ bool ReadTs(Reader& r, Decoder& d, Flags& flags, double& ts) {
   return d.TypeFail("ts", "float seconds or int milliseconds");
 }
 
-bool DecodeArrayBatch(Reader& r, Decoder& d, Flags& flags, EventBatch& batch) {
+bool DecodeArrayBatch(TokenReader& r, Decoder& d, Flags& flags, EventBatch& batch) {
   uint32_t n;
   const uint8_t* start = r.position();
   if (!r.ReadArray(n)) return d.TypeFail("batch", "array");
@@ -203,7 +201,7 @@ bool DecodeArrayBatch(Reader& r, Decoder& d, Flags& flags, EventBatch& batch) {
   return true;
 }
 
-bool DecodeMapBatch(Reader& r, Decoder& d, Flags& flags, EventBatch& batch) {
+bool DecodeMapBatch(TokenReader& r, Decoder& d, Flags& flags, EventBatch& batch) {
   uint32_t n;
   if (!r.ReadMap(n)) return d.TypeFail("batch", "map");
   flags.map_batch = true;
@@ -260,10 +258,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
   return order.front();
 }
 
-}  // namespace
-
-Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batch, FormatHint hint,
-                            WireFormat* detected) {
+Status DecodeChecked(std::span<const std::byte> payload, EventBatch& batch, FormatHint hint,
+                     WireFormat* detected) {
   if (payload.size() > kMaxPayloadBytes) {
     return Status::LimitExceeded("batch: payload of " + std::to_string(payload.size()) +
                                  " bytes exceeds the limit of " + std::to_string(kMaxPayloadBytes));
@@ -271,7 +267,7 @@ Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batc
   if (payload.empty()) return Status::Malformed("batch (byte 0): empty payload");
   // The fast path has no format flags to give (PickFormat), so only when none are asked for.
   if (detected == nullptr && codec_internal::DecodeVllmFast(payload, batch)) return Status::Ok();
-  Reader r(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  TokenReader r(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
   Flags flags;
   Decoder d(r, flags);
   batch.ts = 0;
@@ -293,6 +289,20 @@ Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batc
   }
   if (detected != nullptr) *detected = PickFormat(batch, flags, hint);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeEventBatchInto(std::span<const std::byte> payload, EventBatch& batch, FormatHint hint,
+                            WireFormat* detected) {
+  // msgpack-cxx may throw (and so may allocation); no exception leaves the codec.
+  try {
+    return DecodeChecked(payload, batch, hint, detected);
+  } catch (const std::bad_alloc&) {
+    return Status::LimitExceeded("batch: out of memory while decoding");
+  } catch (const std::exception& e) {
+    return Status::Malformed(std::string("batch: ") + e.what());
+  }
 }
 
 Result<EventBatch> DecodeEventBatch(std::span<const std::byte> payload, FormatHint hint,

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -22,7 +25,7 @@ using codec_internal::WriteSeedEvent;
 using codec_internal::WriteSglangEvent;
 using codec_internal::WriteVllmArrayEvent;
 using codec_internal::WriteVllmMapEvent;
-using msgpack_writer::Writer;
+using codec_internal::Writer;
 
 // True when ts is a whole number of milliseconds within ±2^48 ms (exact through int ms).
 bool WholeMilliseconds(double ts) {
@@ -45,9 +48,7 @@ size_t EstimateSize(const EventBatch& batch) {
   return bytes;
 }
 
-}  // namespace
-
-Status EncodeEventBatch(const EventBatch& batch, WireFormat format, std::vector<std::byte>& out) {
+Status EncodeChecked(const EventBatch& batch, WireFormat format, std::vector<std::byte>& out) {
   KVINDEX_RETURN_IF_ERROR(CheckEncodable(batch, format));
   out.clear();
   Writer w(out);
@@ -100,6 +101,20 @@ Status EncodeEventBatch(const EventBatch& batch, WireFormat format, std::vector<
   }
   w.Finish();
   return Status::Ok();
+}
+
+}  // namespace
+
+Status EncodeEventBatch(const EventBatch& batch, WireFormat format, std::vector<std::byte>& out) {
+  // Growing the output may throw (msgpack::packer itself does not); no exception leaves the
+  // codec.
+  try {
+    return EncodeChecked(batch, format, out);
+  } catch (const std::bad_alloc&) {
+    return Status::LimitExceeded("encode: out of memory");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("encode: ") + e.what());
+  }
 }
 
 }  // namespace kvindex

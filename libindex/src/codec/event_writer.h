@@ -12,7 +12,7 @@
 // The event writers expect an event CheckEncodable() accepted for their format
 // (check_encodable.cpp) and write it whole; they do not fail.
 //
-// Thread safety: functions of their arguments; a Writer belongs to one thread.
+// Thread safety: functions of their arguments; a Writer (event_packer.h) belongs to one thread.
 #ifndef KVINDEX_SRC_CODEC_EVENT_WRITER_H_
 #define KVINDEX_SRC_CODEC_EVENT_WRITER_H_
 
@@ -25,11 +25,10 @@
 
 #include "kvindex/core/event.h"
 
-#include "msgpack_writer.h"
+#include "event_packer.h"
 
 namespace kvindex::codec_internal {
 
-using msgpack_writer::Writer;
 
 // The tier as the event spells it: its kept spelling, else the tier's own name. The view lives
 // as long as `tier` and `spelling`.
@@ -72,7 +71,9 @@ inline void WriteMedium(Writer& w, const std::optional<Tier>& tier,
 }
 
 // An array of hashes: unsigned, or signed int64 (SGLang, the RFC's legacy alias) when `is_signed`.
-inline void WriteHashes(Writer& w, const std::vector<EngineHash>& hashes, bool is_signed) {
+// The two list writers are flattened (msgpack::packer's integer packing inlined into the loop):
+// in the larger event writers the compiler otherwise leaves it a call per item.
+[[gnu::flatten]] inline void WriteHashes(Writer& w, const std::vector<EngineHash>& hashes, bool is_signed) {
   w.Array(hashes.size());
   for (EngineHash h : hashes) {
     if (is_signed) {
@@ -91,7 +92,7 @@ inline void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_
     w.Uint(h->value);
   }
 }
-inline void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
+[[gnu::flatten]] inline void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
   w.Array(tokens.size());
   w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);

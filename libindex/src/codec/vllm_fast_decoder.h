@@ -1,6 +1,7 @@
-// The decoder's fast path for the common vLLM positional batch: a straight-line reader that takes
-// one exact shape (vllm_fast_decoder.cpp lists it) and gives up at the first byte outside it, so
-// the general decoder (decoder.h) decodes everything else.
+// The decoder's fast path for the common vLLM positional batch: a straight-line read through the
+// msgpack-cxx token reader (token_reader.h) that takes one exact shape (vllm_fast_decoder.cpp
+// lists it) and gives up at the first value outside it, so the general decoder (decoder.h)
+// decodes everything else.
 //
 // Thread safety: a pure function of its arguments; distinct calls may run concurrently.
 #ifndef KVINDEX_SRC_CODEC_VLLM_FAST_DECODER_H_
