@@ -46,6 +46,7 @@ struct JsonReader::Impl {
   od::parser parser;
   std::string copy;
   const char* base = nullptr;
+  size_t size = 0;
   od::document* doc = nullptr;
   JsonError error;
   bool consumed = false;  // whether the current field's value was read
@@ -270,6 +271,7 @@ JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
     view = simdjson::padded_string_view(impl.copy.data(), impl.copy.size(), impl.copy.capacity());
   }
   impl.base = view.data();
+  impl.size = view.size();
   {
     od::document doc;
     if (const error_code e = impl.parser.iterate(view).get(doc); e != simdjson::SUCCESS) {
@@ -278,12 +280,18 @@ JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
     } else {
       impl.doc = &doc;
       od::object object;
+      od::value root;
       od::json_type type;
       if (const error_code te = doc.type().get(type); te != simdjson::SUCCESS) {
         impl.Fail(te);
       } else if (type != od::json_type::object) {
         if (impl.ValidateRoot()) impl.error.kind = JsonError::Kind::kNotObject;
-      } else if (const error_code oe = doc.get_object().get(object); oe != simdjson::SUCCESS) {
+      } else if (const error_code oe = doc.get_value().get(root) != simdjson::SUCCESS
+                                           ? doc.get_value().error()
+                                           : root.get_object().get(object);
+                 oe != simdjson::SUCCESS) {
+        // Through get_value(): the document's own get_object() refuses a root object followed
+        // by text without saying where; read this way, the text after it is found below.
         impl.Fail(oe);
       } else {
         bool stopped = false;
@@ -380,6 +388,22 @@ bool JsonValue::Bool(bool* out) {
 bool JsonValue::Skip() {
   reader_->impl_->consumed = true;
   return reader_->impl_->Skip(ValueOf(value_));
+}
+
+bool JsonValue::Raw(std::string_view* out) {
+  JsonReader::Impl& impl = *reader_->impl_;
+  const char* begin = ValueOf(value_).raw_json_token().data();
+  if (!Skip()) return false;
+  // The value ends before the next token (the parser stands on it), whitespace excluded.
+  const char* end = nullptr;
+  if (impl.doc->current_location().get(end) != simdjson::SUCCESS) {
+    end = impl.base + impl.size;
+  }
+  while (end > begin && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n')) {
+    --end;
+  }
+  *out = std::string_view(begin, static_cast<size_t>(end - begin));
+  return true;
 }
 
 bool JsonValue::UnsignedArray(const JsonUintArrayRules& rules, std::vector<uint32_t>* out,

@@ -91,6 +91,8 @@ class JsonValue {
   bool Bool(bool* out);
   // Reads and validates any value (objects and arrays to the end).
   bool Skip();
+  // Skip(), giving the value's text as it stands in the document (valid while the document is).
+  bool Raw(std::string_view* out);
   // Reads an array of unsigned integers, appending the good elements to `out` (each bad one is
   // validated and skipped). The value must be an array (check Kind() first).
   bool UnsignedArray(const JsonUintArrayRules& rules, std::vector<uint32_t>* out,
