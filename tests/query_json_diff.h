@@ -210,7 +210,6 @@ inline Result<QueryRequest> ReferenceParseQueryRequest(std::string_view body) {
   return request;
 }
 
-
 }  // namespace reference
 
 inline bool SameRequest(const QueryRequest& a, const QueryRequest& b) {

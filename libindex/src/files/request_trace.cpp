@@ -9,7 +9,6 @@
 #include <string>
 #include <utility>
 
-#include "kvindex/core/json_depth.h"
 #include "kvindex/json/json_reader.h"
 
 namespace kvindex {
@@ -36,7 +35,8 @@ class LineFields final : public JsonFieldVisitor {
 
   bool Field(std::string_view key, JsonValue& value) override {
     if (key == "timestamp") return Timestamp(value);
-    if (key == "input_length") return Unsigned(value, "input_length", &out_->input_length, has_input);
+    if (key == "input_length")
+      return Unsigned(value, "input_length", &out_->input_length, has_input);
     if (key == "output_length") {
       return Unsigned(value, "output_length", &out_->output_length, has_output);
     }
@@ -84,9 +84,14 @@ class LineFields final : public JsonFieldVisitor {
       return false;
     }
     switch (n.kind) {
-      case JsonNumber::Kind::kUnsigned: timestamp = static_cast<double>(n.u); break;
-      case JsonNumber::Kind::kSigned: timestamp = static_cast<double>(n.i); break;
-      default: timestamp = n.d;
+      case JsonNumber::Kind::kUnsigned:
+        timestamp = static_cast<double>(n.u);
+        break;
+      case JsonNumber::Kind::kSigned:
+        timestamp = static_cast<double>(n.i);
+        break;
+      default:
+        timestamp = n.d;
     }
     has_timestamp = true;
     return true;
@@ -101,7 +106,8 @@ class LineFields final : public JsonFieldVisitor {
     if (n.kind == JsonNumber::Kind::kBigInteger && IsPlainInteger(line_, at)) {
       return Fail(at, field, "integer out of range");
     }
-    if (n.kind != JsonNumber::Kind::kUnsigned) return Fail(at, field, "expected a non-negative integer");
+    if (n.kind != JsonNumber::Kind::kUnsigned)
+      return Fail(at, field, "expected a non-negative integer");
     *out = n.u;
     has = true;
     return true;
@@ -141,7 +147,7 @@ class LineFields final : public JsonFieldVisitor {
     if (scan.first_bad != std::string_view::npos) {
       return Fail(scan.first_bad_offset, "hash_ids",
                   IsPlainInteger(line_, scan.first_bad_offset) ? "integer out of range"
-                                                                : "expected a non-negative integer");
+                                                               : "expected a non-negative integer");
     }
     out_->hash_ids.assign(scratch_->begin(), scratch_->end());
     has_ids = true;
@@ -163,7 +169,7 @@ Status ParseLine(std::string_view line, size_t readable, std::vector<uint64_t>* 
                  TraceRequest* out, TraceFormat* format) {
   *out = TraceRequest{};
   const auto column = [](size_t offset) { return "column " + std::to_string(offset + 1) + ": "; };
-  if (const size_t deep = JsonTooDeepAt(line); deep != std::string_view::npos) {
+  if (const size_t deep = JsonTooDeepAtFast(line); deep != std::string_view::npos) {
     return Status::Malformed(column(deep) + "nesting too deep");
   }
   // One reader per thread: its buffers serve every line without allocating.
@@ -182,8 +188,8 @@ Status ParseLine(std::string_view line, size_t readable, std::vector<uint64_t>* 
       return Status::Malformed(column(first) + "expected '{' (a JSON object per line)");
     }
     default: {
-      const std::string what =
-          fields.syntax_in_ids ? "hash_ids: expected a non-negative integer" : std::string(error.what);
+      const std::string what = fields.syntax_in_ids ? "hash_ids: expected a non-negative integer"
+                                                    : std::string(error.what);
       if (error.offset == std::string_view::npos) return Status::Malformed(what);
       return Status::Malformed(column(error.offset) + what);
     }
@@ -211,9 +217,12 @@ constexpr size_t kReadChunk = 1 << 20;
 
 std::string_view TraceFormatName(TraceFormat format) {
   switch (format) {
-    case TraceFormat::kMooncake: return "mooncake";
-    case TraceFormat::kBailian: return "bailian";
-    case TraceFormat::kUnknown: break;
+    case TraceFormat::kMooncake:
+      return "mooncake";
+    case TraceFormat::kBailian:
+      return "bailian";
+    case TraceFormat::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -304,8 +313,8 @@ Result<bool> TraceReader::Next(TraceRequest* out) {
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank line
     TraceFormat format = format_;
     // Bytes readable after the line: the rest of the buffer it lies in.
-    const char* const limit = file_ == nullptr ? text_.data() + text_.size()
-                                               : buffer_.data() + buffer_.capacity();
+    const char* const limit =
+        file_ == nullptr ? text_.data() + text_.size() : buffer_.data() + buffer_.capacity();
     const size_t readable = static_cast<size_t>(limit - line.data());
     Status status = ParseLine(line, readable, &id_scratch_, out, &format);
     if (!status.ok()) {
@@ -340,8 +349,7 @@ Result<Trace> Collect(TraceReader& reader) {
     return a.timestamp_ms < b.timestamp_ms;
   };
   if (!std::is_sorted(trace.requests.begin(), trace.requests.end(), by_time)) {
-    std::stable_sort(trace.requests.begin(), trace.requests.end(),
-                     by_time);
+    std::stable_sort(trace.requests.begin(), trace.requests.end(), by_time);
   }
   trace.format = reader.format();
   trace.skipped_lines = reader.skipped_lines();
@@ -356,8 +364,7 @@ Result<Trace> ReadTrace(const std::string& path, TraceReaderOptions options) {
   return Collect(*reader);
 }
 
-Result<Trace> ReadTraceBuffer(std::string name, std::string_view text,
-                              TraceReaderOptions options) {
+Result<Trace> ReadTraceBuffer(std::string name, std::string_view text, TraceReaderOptions options) {
   auto reader = TraceReader::FromBuffer(std::move(name), text, options);
   return Collect(*reader);
 }

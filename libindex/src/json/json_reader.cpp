@@ -4,11 +4,13 @@
 // skipped with Skip(), which walks it completely.
 #include "kvindex/json/json_reader.h"
 
-#include <simdjson.h>
-
 #include <algorithm>
 #include <limits>
 #include <utility>
+
+#include <simdjson.h>
+
+#include "kvindex/core/json_depth.h"
 
 namespace kvindex {
 
@@ -25,18 +27,27 @@ constexpr size_t kKeptCapacity = size_t{1} << 20;
 
 std::string_view WhatOf(error_code e) {
   switch (e) {
-    case simdjson::UNCLOSED_STRING: return "unterminated string";
-    case simdjson::UNESCAPED_CHARS: return "control character in string";
-    case simdjson::UTF8_ERROR: return "invalid UTF-8";
-    case simdjson::STRING_ERROR: return "bad escape in string";
-    case simdjson::NUMBER_ERROR: return "bad number";
-    case simdjson::EMPTY: return "no JSON value";
-    case simdjson::DEPTH_ERROR: return "nesting too deep";
+    case simdjson::UNCLOSED_STRING:
+      return "unterminated string";
+    case simdjson::UNESCAPED_CHARS:
+      return "control character in string";
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::STRING_ERROR:
+      return "bad escape in string";
+    case simdjson::NUMBER_ERROR:
+      return "bad number";
+    case simdjson::EMPTY:
+      return "no JSON value";
+    case simdjson::DEPTH_ERROR:
+      return "nesting too deep";
     case simdjson::T_ATOM_ERROR:
     case simdjson::F_ATOM_ERROR:
     case simdjson::N_ATOM_ERROR:
-    case simdjson::INCORRECT_TYPE: return "bad literal";
-    default: return "bad JSON structure";
+    case simdjson::INCORRECT_TYPE:
+      return "bad literal";
+    default:
+      return "bad JSON structure";
   }
 }
 
@@ -168,44 +179,60 @@ bool JsonReader::Impl::Skip(od::value& v) {
   return Fail("bad value");
 }
 
+// The hot loop of a /query body and of a trace line (one iteration per id). The count, the bound
+// and the output vector are locals, so the compiler keeps them in registers across the parser's
+// inlined calls instead of reloading them through the pointers at every element.
 template <typename T>
 bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rules,
                                      std::vector<T>* out, JsonUintArrayScan* scan) {
   od::array array;
   if (const error_code e = v.get_array().get(array); e != simdjson::SUCCESS) return Fail(e);
-  *scan = JsonUintArrayScan{};
+  std::vector<T>& ids = *out;
+  const uint64_t max = rules.max;
+  size_t count = 0;
+  JsonUintArrayScan found;
   for (auto element_result : array) {
     od::value element;
     if (std::move(element_result).get(element) != simdjson::SUCCESS) {
       return Fail("expected ',' or ']' in array");
     }
     uint64_t n = 0;
-    bool good = element.get_uint64().get(n) == simdjson::SUCCESS && n <= rules.max;
-    if (!good) {
-      const std::string_view token = element.raw_json_token();
-      const size_t at = static_cast<size_t>(token.data() - base);
-      od::json_type type;
-      if (element.type().get(type) == simdjson::SUCCESS && type == od::json_type::number) {
-        JsonNumber number;
-        if (!Number(element, &number)) {
-          // A malformed number: where it starts, not where the parser stands.
-          if (error.kind == JsonError::Kind::kSyntax) error.offset = at;
-          return false;
-        }
-        good = number.kind == JsonNumber::Kind::kSigned && number.i == 0 && rules.minus_zero_ok;
-        n = 0;
-      } else if (!Skip(element)) {
+    if (element.get_uint64().get(n) == simdjson::SUCCESS && n <= max) [[likely]] {
+      ids.push_back(static_cast<T>(n));
+      ++count;
+      continue;
+    }
+    // Not a plain id: a negative, a float, a big or malformed number, another kind of value.
+    const std::string_view token = element.raw_json_token();
+    const size_t at = static_cast<size_t>(token.data() - base);
+    bool good = false;
+    od::json_type type;
+    if (element.type().get(type) == simdjson::SUCCESS && type == od::json_type::number) {
+      JsonNumber number;
+      if (!Number(element, &number)) {
+        // A malformed number: where it starts, not where the parser stands.
+        if (error.kind == JsonError::Kind::kSyntax) error.offset = at;
         return false;
       }
-      if (!good && scan->first_bad == std::string_view::npos) {
-        scan->first_bad = scan->count;
-        scan->first_bad_offset = at;
-        if (rules.stop_at_bad) return true;
+      good = number.kind == JsonNumber::Kind::kSigned && number.i == 0 && rules.minus_zero_ok;
+    } else if (!Skip(element)) {
+      return false;
+    }
+    if (good) {
+      ids.push_back(0);
+    } else if (found.first_bad == std::string_view::npos) {
+      found.first_bad = count;
+      found.first_bad_offset = at;
+      if (rules.stop_at_bad) {
+        found.count = count + 1;
+        *scan = found;
+        return true;
       }
     }
-    if (good) out->push_back(static_cast<T>(n));
-    ++scan->count;
+    ++count;
   }
+  found.count = count;
+  *scan = found;
   return true;
 }
 
@@ -253,6 +280,24 @@ bool JsonReader::Impl::ValidateRoot() {
       return Fail("bad value");
   }
   return e == simdjson::SUCCESS || Fail(e);
+}
+
+size_t JsonTooDeepAtFast(std::string_view text) {
+  // Byte-wide counts per 64-byte block (at most 64 each): the compiler turns the inner loop into
+  // vector compares and adds, a fraction of an instruction per byte.
+  size_t openers = 0;
+  size_t i = 0;
+  for (; i + 64 <= text.size() && openers <= kMaxJsonDepth; i += 64) {
+    uint8_t block = 0;
+    for (size_t k = 0; k < 64; ++k) {
+      const char c = text[i + k];
+      block = static_cast<uint8_t>(block + (c == '{') + (c == '['));
+    }
+    openers += block;
+  }
+  for (; i < text.size(); ++i) openers += static_cast<size_t>(text[i] == '{' || text[i] == '[');
+  if (openers <= kMaxJsonDepth) return std::string_view::npos;
+  return JsonTooDeepAt(text);
 }
 
 JsonReader::JsonReader() : impl_(std::make_unique<Impl>()) {}
@@ -350,12 +395,24 @@ bool JsonValue::Kind(JsonKind* out) {
     return reader_->impl_->Fail(e);
   }
   switch (type) {
-    case od::json_type::object: *out = JsonKind::kObject; break;
-    case od::json_type::array: *out = JsonKind::kArray; break;
-    case od::json_type::string: *out = JsonKind::kString; break;
-    case od::json_type::number: *out = JsonKind::kNumber; break;
-    case od::json_type::boolean: *out = JsonKind::kBool; break;
-    case od::json_type::null: *out = JsonKind::kNull; break;
+    case od::json_type::object:
+      *out = JsonKind::kObject;
+      break;
+    case od::json_type::array:
+      *out = JsonKind::kArray;
+      break;
+    case od::json_type::string:
+      *out = JsonKind::kString;
+      break;
+    case od::json_type::number:
+      *out = JsonKind::kNumber;
+      break;
+    case od::json_type::boolean:
+      *out = JsonKind::kBool;
+      break;
+    case od::json_type::null:
+      *out = JsonKind::kNull;
+      break;
   }
   return true;
 }

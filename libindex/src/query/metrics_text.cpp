@@ -4,17 +4,17 @@
 // metrics, not in prometheus-cpp's own counters, so nothing is registered or updated per request.
 #include "metrics_text.h"
 
+#include <array>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
-
-#include <array>
-#include <limits>
-#include <span>
-#include <utility>
-#include <string_view>
-#include <vector>
 
 #include "kvindex/core/utf8.h"
 #include "kvindex/ingest/source_counters.h"
@@ -74,17 +74,17 @@ class ServingCollector final : public prometheus::Collectable {
                               static_cast<double>(stats.presences)));
     out.push_back(GaugeFamily("kvindex_index_bytes", "Estimated heap bytes of the index.",
                               static_cast<double>(stats.bytes)));
-    out.push_back(GaugeFamily(
-        "kvindex_index_bytes_per_presence", "Index heap bytes per resident presence.",
-        stats.presences == 0
-            ? 0.0
-            : static_cast<double>(stats.bytes) / static_cast<double>(stats.presences)));
+    out.push_back(
+        GaugeFamily("kvindex_index_bytes_per_presence", "Index heap bytes per resident presence.",
+                    stats.presences == 0
+                        ? 0.0
+                        : static_cast<double>(stats.bytes) / static_cast<double>(stats.presences)));
     out.push_back(GaugeFamily("kvindex_index_evictions",
                               "Blocks evicted by --max-blocks (cumulative).",
                               static_cast<double>(stats.evictions)));
-    MetricFamily requests = Family("kvindex_http_requests_total",
-                                   "HTTP requests by endpoint and status code.",
-                                   MetricType::Counter);
+    MetricFamily requests =
+        Family("kvindex_http_requests_total", "HTTP requests by endpoint and status code.",
+               MetricType::Counter);
     for (const auto& [key, count] : metrics_.Requests()) {
       ClientMetric& m = requests.metric.emplace_back();
       m.label = {LabelOf("endpoint", key.first), LabelOf("code", std::to_string(key.second))};
@@ -95,9 +95,9 @@ class ServingCollector final : public prometheus::Collectable {
         "kvindex_http_workers",
         "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
         static_cast<double>(gauges_.workers.load(std::memory_order_relaxed))));
-    out.push_back(GaugeFamily(
-        "kvindex_http_connections", "HTTP connections being served (one worker each).",
-        static_cast<double>(gauges_.connections.load(std::memory_order_relaxed))));
+    out.push_back(
+        GaugeFamily("kvindex_http_connections", "HTTP connections being served (one worker each).",
+                    static_cast<double>(gauges_.connections.load(std::memory_order_relaxed))));
     out.push_back(LatencyFamily());
     return out;
   }
@@ -125,10 +125,10 @@ class ServingCollector final : public prometheus::Collectable {
   }
 
   MetricFamily LatencyFamily() const {
-    MetricFamily family = Family(
-        "kvindex_http_query_duration_seconds",
-        "Time to answer /query, /query_by_hash and /cache (parse, match, render).",
-        MetricType::Histogram);
+    MetricFamily family =
+        Family("kvindex_http_query_duration_seconds",
+               "Time to answer /query, /query_by_hash and /cache (parse, match, render).",
+               MetricType::Histogram);
     const LatencySnapshot latency = metrics_.Latency();
     ClientMetric::Histogram& h = family.metric.emplace_back().histogram;
     uint64_t cumulative = 0;

@@ -256,7 +256,7 @@ Status ReadBody(std::string_view body, Fields& fields) {
     return Status::LimitExceeded("request body of " + std::to_string(body.size()) +
                                  " bytes exceeds " + std::to_string(kMaxQueryBodyBytes));
   }
-  if (const size_t at = JsonTooDeepAt(body); at != std::string_view::npos) {
+  if (const size_t at = JsonTooDeepAtFast(body); at != std::string_view::npos) {
     return Bad("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " +
                std::to_string(at));
   }
