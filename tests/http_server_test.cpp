@@ -1,5 +1,6 @@
 // QueryServer over loopback: every endpoint's shape, a table of bad requests, /cache with the
-// upstream proxy's exact body, metrics that move as events flow, unregister during ingest.
+// upstream proxy's exact body, metrics that move as events flow, unregister during ingest, names
+// that are not UTF-8.
 // Expected answers are computed by hand from the events below (block size 4).
 #include <atomic>
 #include <string>
@@ -10,6 +11,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/utf8.h"
 #include "kvindex/http/query_server.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/query/query_json.h"
@@ -256,6 +258,46 @@ TEST_CASE("GET /metrics moves as events and queries flow") {
   CHECK(Metric(after, "kvindex_http_requests_total{endpoint=\"/query\",code=\"200\"} ") == 2);
   CHECK(Metric(after, "kvindex_http_requests_total{endpoint=\"/query\",code=\"400\"} ") == 1);
   CHECK(Metric(after, "kvindex_index_bytes_per_presence ") > 0);
+}
+
+TEST_CASE("Names that are not UTF-8 are answered as valid UTF-8 on every endpoint") {
+  Fixture f;
+  // An instance name and a tier name with bytes that are not UTF-8 (a lone continuation byte, a
+  // truncated 3-byte sequence): each maximal bad subpart becomes U+FFFD (EF BF BD).
+  auto bad = f.backend.AddSource(test::HttpWorldSource("bad\x80name", "tcp://10.0.0.7:5557", 0));
+  REQUIRE(bad.ok());
+  REQUIRE(f.backend.Apply(*bad, Batch({Stored({41}, std::nullopt, {1, 2, 3, 4})})).ok());
+  REQUIRE(f.backend.Apply(*bad, Batch({Stored({41}, std::nullopt, {1, 2, 3, 4},
+                                              Tier::Other("hb\xe2\x82"))}))
+              .ok());
+  const std::string shown = "bad\xEF\xBF\xBDname";
+  const std::string bad_tier = "HB\xEF\xBF\xBD";
+  const auto raw_post = [&](const char* path, const std::string& body) {
+    auto res = f.client->Post(path, body, "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    return res->body;
+  };
+  const std::string query = raw_post("/query", R"({"model": "m", "token_ids": [1,2,3,4]})");
+  const std::string cache = raw_post(
+      "/cache", R"({"instances": ["bad\ufffdname", "vllm-1"], "token_ids": [1,2,3,4], "model_name": "m"})");
+  const std::string instances = f.Get("/instances").second;
+  const std::string global = f.Get("/global_view").second;
+  const std::string metrics = f.Get("/metrics").second;
+  for (const std::string* body : {&query, &cache, &instances, &global, &metrics}) {
+    CAPTURE(*body);
+    CHECK(IsValidUtf8(*body));
+    CHECK(body->find(std::string("bad\x80")) == std::string::npos);
+  }
+  CHECK(Json::parse(query)["data"]["default"][shown]["longest_matched"] == 4);
+  CHECK(Json::parse(query)["data"]["default"][shown][bad_tier] == 4);
+  CHECK(Json::parse(cache)["HitStatus"][shown] == 0);  // the index names it with the raw byte
+  CHECK(Json::parse(instances)["instances"][shown]["tiers"][bad_tier] == 1);
+  CHECK(Json::parse(global)["instances"][shown]["tiers"]["GPU"] == 1);
+  CHECK(Metric(metrics, "kvindex_resident_blocks{instance=\"" + shown + "\",tier=\"" + bad_tier +
+                            "\"} ") == 1);
+  CHECK(Metric(metrics, "kvindex_source_applied_total{source=\"" + shown + "/dp0\",instance=\"" +
+                            shown + "\"} ") == 2);
 }
 
 TEST_CASE("POST /unregister purges presence while ingest runs") {

@@ -124,6 +124,63 @@ TEST_SUITE("request_trace") {
     }
   }
 
+  TEST_CASE("Whole-line JSON rules: duplicates, raw type text, UTF-8, depth, 64-bit ids") {
+    // The last of duplicate keys wins; a non-string type keeps its text as written.
+    auto dup = Read(R"({"timestamp": 1, "timestamp": 7, "input_length": 1, "output_length": 1, )"
+                    R"("hash_ids": [9], "hash_ids": [1, 2], "type": {"a" : [1, 2] } })");
+    REQUIRE(dup.ok());
+    CHECK(dup->requests[0].timestamp_ms == 7.0);
+    CHECK(dup->requests[0].hash_ids == std::vector<uint64_t>{1, 2});
+    CHECK(dup->requests[0].type == R"({"a" : [1, 2] })");
+    const char* cases[][2] = {
+        // A byte that is not UTF-8, inside a skipped value: the line is not JSON.
+        {"{\"x\": \"\xff\", \"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+         "\"hash_ids\": [1]}",
+         "invalid UTF-8"},
+        {R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [18446744073709551616]})",
+         "column 70: hash_ids: integer out of range"},
+        {R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-0]})",
+         "column 70: hash_ids: expected a non-negative integer"},
+        {R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "x": [1, 2)",
+         "t.jsonl: line 1: column "},
+        {R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "x": tru})",
+         "bad literal"},
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c[0]);
+      auto trace = Read(c[0]);
+      REQUIRE_FALSE(trace.ok());
+      CHECK(trace.status().message().find(c[1]) != std::string::npos);
+    }
+    // Nested 65 levels in an unknown key: refused before parsing, at the opening bracket.
+    const std::string deep = R"({"x": )" + std::string(65, '[') + std::string(65, ']') +
+                             R"(, "timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": []})";
+    auto too_deep = Read(deep);
+    REQUIRE_FALSE(too_deep.ok());
+    CHECK(too_deep.status().message() == "t.jsonl: line 1: column 70: nesting too deep");
+    // 64 levels are fine.
+    const std::string ok64 = R"({"x": )" + std::string(63, '[') + std::string(63, ']') +
+                             R"(, "timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": []})";
+    CHECK(Read(ok64).ok());
+  }
+
+  TEST_CASE("Lines read in place and copied give the same requests") {
+    // In a buffer, every line but the last is followed by 64 bytes or more (read in place); the
+    // short last lines are copied first. Both ways must read the same values.
+    std::string text;
+    for (int i = 0; i < 50; ++i) {
+      text += R"({"timestamp": )" + std::to_string(i) + R"(, "input_length": 5, "output_length": 1, )"
+              R"("hash_ids": [)" + std::to_string(1000 + i) + "]}\n";
+    }
+    auto trace = Read(text);
+    REQUIRE(trace.ok());
+    REQUIRE(trace->requests.size() == 50);
+    for (int i = 0; i < 50; ++i) {
+      CHECK(trace->requests[i].hash_ids == std::vector<uint64_t>{uint64_t(1000 + i)});
+      CHECK(trace->requests[i].timestamp_ms == double(i));
+    }
+  }
+
   TEST_CASE("Formats cannot be mixed in one file") {
     auto trace = Read(
         R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]})"

@@ -1,7 +1,7 @@
 // Fuzz target for the HTTP/query body parsers: any bytes give a request or a one-line error,
-// never a crash or an exception; a parsed request respects the limits; and ParseQueryRequest's
-// direct scanner agrees with the nlohmann DOM parser (ParseQueryRequestWithDom): both accept with
-// equal requests or both reject with the same message (tests/query_json_diff.h).
+// never a crash or an exception; a parsed request respects the limits; and ParseQueryRequest
+// agrees with the independent nlohmann DOM reference of tests/query_json_diff.h: both accept with
+// equal requests or both reject with the same message.
 #include <cstdlib>
 #include <string_view>
 

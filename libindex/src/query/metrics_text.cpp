@@ -1,111 +1,160 @@
+// GET /metrics through prometheus-cpp: a Collectable whose Collect() reads the counters as they
+// stand at the scrape and builds the metric families; prometheus::TextSerializer writes the text
+// (label escaping, number formatting). The values live in the index, the sources and the serving
+// metrics, not in prometheus-cpp's own counters, so nothing is registered or updated per request.
 #include "metrics_text.h"
 
 #include <array>
-#include <cstdio>
+#include <limits>
+#include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include "kvindex/core/utf8.h"
 #include "kvindex/ingest/source_counters.h"
 
 namespace kvindex {
 namespace {
 
-std::string EscapeLabel(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// A label; its value (a name from outside) is made valid UTF-8 first.
+ClientMetric::Label LabelOf(std::string name, std::string_view value) {
+  return ClientMetric::Label{std::move(name), ToValidUtf8(value)};
+}
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+MetricFamily GaugeFamily(std::string name, std::string help, double value) {
+  MetricFamily family = Family(std::move(name), std::move(help), MetricType::Gauge);
+  family.metric.emplace_back().gauge.value = value;
+  return family;
+}
+
+class ServingCollector final : public prometheus::Collectable {
+ public:
+  ServingCollector(const PrefixIndex& index, std::span<const ServedSource> sources,
+                   const RequestMetrics& metrics, const ConnectionGauges& gauges)
+      : index_(index), sources_(sources), metrics_(metrics), gauges_(gauges) {}
+
+  // The families in the documented order (docs/http-api.md, "GET /metrics").
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> out;
+    AddSourceCounters(out);
+    const IndexStats stats = index_.stats();
+    MetricFamily resident =
+        Family("kvindex_resident_blocks",
+               "Resident (block, source) presences per instance and tier.", MetricType::Gauge);
+    for (const InstanceStats& instance : stats.instances) {
+      for (const TierPresences& tier : instance.tiers) {
+        ClientMetric& m = resident.metric.emplace_back();
+        m.label = {LabelOf("instance", instance.instance), LabelOf("tier", tier.tier)};
+        m.gauge.value = static_cast<double>(tier.presences);
+      }
+    }
+    out.push_back(std::move(resident));
+    out.push_back(GaugeFamily("kvindex_index_blocks", "Resident distinct blocks.",
+                              static_cast<double>(stats.blocks)));
+    out.push_back(GaugeFamily("kvindex_index_presences",
+                              "Resident (block, holder, tier) presences.",
+                              static_cast<double>(stats.presences)));
+    out.push_back(GaugeFamily("kvindex_index_bytes", "Estimated heap bytes of the index.",
+                              static_cast<double>(stats.bytes)));
+    out.push_back(
+        GaugeFamily("kvindex_index_bytes_per_presence", "Index heap bytes per resident presence.",
+                    stats.presences == 0
+                        ? 0.0
+                        : static_cast<double>(stats.bytes) / static_cast<double>(stats.presences)));
+    out.push_back(GaugeFamily("kvindex_index_evictions",
+                              "Blocks evicted by --max-blocks (cumulative).",
+                              static_cast<double>(stats.evictions)));
+    MetricFamily requests =
+        Family("kvindex_http_requests_total", "HTTP requests by endpoint and status code.",
+               MetricType::Counter);
+    for (const auto& [key, count] : metrics_.Requests()) {
+      ClientMetric& m = requests.metric.emplace_back();
+      m.label = {LabelOf("endpoint", key.first), LabelOf("code", std::to_string(key.second))};
+      m.counter.value = static_cast<double>(count);
+    }
+    out.push_back(std::move(requests));
+    out.push_back(GaugeFamily(
+        "kvindex_http_workers",
+        "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
+        static_cast<double>(gauges_.workers.load(std::memory_order_relaxed))));
+    out.push_back(
+        GaugeFamily("kvindex_http_connections", "HTTP connections being served (one worker each).",
+                    static_cast<double>(gauges_.connections.load(std::memory_order_relaxed))));
+    out.push_back(LatencyFamily());
+    return out;
+  }
+
+ private:
+  // One family per per-source counter (source_counters.h), in the documented order.
+  void AddSourceCounters(std::vector<MetricFamily>& out) const {
+    std::vector<std::array<SourceCounterField, kSourceCounterCount>> fields;
+    fields.reserve(sources_.size());
+    for (const ServedSource& s : sources_) {
+      fields.push_back(SourceCounterFields(s.counters, s.transport));
+    }
+    const auto names = SourceCounterFields({}, {});
+    for (size_t i = 0; i < names.size(); ++i) {
+      MetricFamily family = Family("kvindex_source_" + std::string(names[i].key) + "_total",
+                                   std::string(names[i].help), MetricType::Counter);
+      for (size_t k = 0; k < sources_.size(); ++k) {
+        ClientMetric& m = family.metric.emplace_back();
+        m.label = {LabelOf("source", sources_[k].name),
+                   LabelOf("instance", sources_[k].config.name)};
+        m.counter.value = static_cast<double>(fields[k][i].value);
+      }
+      out.push_back(std::move(family));
     }
   }
-  return out;
-}
+
+  MetricFamily LatencyFamily() const {
+    MetricFamily family =
+        Family("kvindex_http_query_duration_seconds",
+               "Time to answer /query, /query_by_hash and /cache (parse, match, render).",
+               MetricType::Histogram);
+    const LatencySnapshot latency = metrics_.Latency();
+    ClientMetric::Histogram& h = family.metric.emplace_back().histogram;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kQueryLatencyBounds.size(); ++i) {
+      cumulative += latency.buckets[i];
+      h.bucket.push_back({cumulative, kQueryLatencyBounds[i]});
+    }
+    cumulative += latency.buckets[kQueryLatencyBounds.size()];
+    h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+    h.sample_count = latency.count;
+    h.sample_sum = static_cast<double>(latency.sum_ns) * 1e-9;
+    return family;
+  }
+
+  const PrefixIndex& index_;
+  std::span<const ServedSource> sources_;
+  const RequestMetrics& metrics_;
+  const ConnectionGauges& gauges_;
+};
 
 }  // namespace
 
 std::string RenderMetricsText(const PrefixIndex& index, std::span<const ServedSource> sources,
                               const RequestMetrics& metrics, const ConnectionGauges& gauges) {
-  std::string out;
-  char line[512];
-  // One family per per-source counter (source_counters.h), in the documented order.
-  std::vector<std::array<SourceCounterField, kSourceCounterCount>> fields;
-  fields.reserve(sources.size());
-  for (const ServedSource& s : sources)
-    fields.push_back(SourceCounterFields(s.counters, s.transport));
-  const auto names = SourceCounterFields({}, {});
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string metric = "kvindex_source_" + std::string(names[i].key) + "_total";
-    out +=
-        "# HELP " + metric + " " + std::string(names[i].help) + "\n# TYPE " + metric + " counter\n";
-    for (size_t k = 0; k < sources.size(); ++k) {
-      out += metric + "{source=\"" + EscapeLabel(sources[k].name) + "\",instance=\"" +
-             EscapeLabel(sources[k].config.name) + "\"} " + std::to_string(fields[k][i].value) +
-             "\n";
-    }
-  }
-  const IndexStats stats = index.stats();
-  out +=
-      "# HELP kvindex_resident_blocks Resident (block, source) presences per instance and tier.\n"
-      "# TYPE kvindex_resident_blocks gauge\n";
-  for (const InstanceStats& instance : stats.instances) {
-    for (const TierPresences& tier : instance.tiers) {
-      out += "kvindex_resident_blocks{instance=\"" + EscapeLabel(instance.instance) + "\",tier=\"" +
-             EscapeLabel(tier.tier) + "\"} " + std::to_string(tier.presences) + "\n";
-    }
-  }
-  auto gauge = [&](const char* name, const char* help, double value) {
-    std::snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name,
-                  name, value);
-    out += line;
-  };
-  gauge("kvindex_index_blocks", "Resident distinct blocks.", static_cast<double>(stats.blocks));
-  gauge("kvindex_index_presences", "Resident (block, holder, tier) presences.",
-        static_cast<double>(stats.presences));
-  gauge("kvindex_index_bytes", "Estimated heap bytes of the index.",
-        static_cast<double>(stats.bytes));
-  gauge("kvindex_index_bytes_per_presence", "Index heap bytes per resident presence.",
-        stats.presences == 0
-            ? 0.0
-            : static_cast<double>(stats.bytes) / static_cast<double>(stats.presences));
-  gauge("kvindex_index_evictions", "Blocks evicted by --max-blocks (cumulative).",
-        static_cast<double>(stats.evictions));
-  out +=
-      "# HELP kvindex_http_requests_total HTTP requests by endpoint and status code.\n"
-      "# TYPE kvindex_http_requests_total counter\n";
-  for (const auto& [key, count] : metrics.Requests()) {
-    out += "kvindex_http_requests_total{endpoint=\"" + EscapeLabel(key.first) + "\",code=\"" +
-           std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
-  }
-  gauge("kvindex_http_workers",
-        "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
-        static_cast<double>(gauges.workers.load(std::memory_order_relaxed)));
-  gauge("kvindex_http_connections", "HTTP connections being served (one worker each).",
-        static_cast<double>(gauges.connections.load(std::memory_order_relaxed)));
-  out +=
-      "# HELP kvindex_http_query_duration_seconds Time to answer /query, /query_by_hash and "
-      "/cache (parse, match, render).\n# TYPE kvindex_http_query_duration_seconds histogram\n";
-  const LatencySnapshot latency = metrics.Latency();
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < kQueryLatencyBounds.size(); ++i) {
-    cumulative += latency.buckets[i];
-    std::snprintf(line, sizeof(line),
-                  "kvindex_http_query_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                  kQueryLatencyBounds[i], static_cast<unsigned long long>(cumulative));
-    out += line;
-  }
-  cumulative += latency.buckets[kQueryLatencyBounds.size()];
-  out += "kvindex_http_query_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cumulative) +
-         "\n";
-  std::snprintf(line, sizeof(line), "kvindex_http_query_duration_seconds_sum %.9f\n",
-                static_cast<double>(latency.sum_ns) * 1e-9);
-  out += line;
-  out += "kvindex_http_query_duration_seconds_count " + std::to_string(latency.count) + "\n";
-  return out;
+  const ServingCollector collector(index, sources, metrics, gauges);
+  return prometheus::TextSerializer().Serialize(collector.Collect());
 }
 
 }  // namespace kvindex

@@ -1,5 +1,7 @@
 // The /query and /cache answers: MatchRequest; RenderQueryAnswer, which writes the common answer
 // directly and hands the rest to RenderQueryAnswerWithDom (nlohmann::json); RenderCacheAnswer.
+// Names are written through core/utf8.h's policy (ToValidUtf8), so every answer is valid UTF-8;
+// the direct writer takes only printable ASCII names, which are valid as they stand.
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -9,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/core/utf8.h"
 #include "kvindex/query/query_json.h"
 
 namespace kvindex {
@@ -16,10 +19,14 @@ namespace {
 
 using nlohmann::json;
 
+// The replacing error handler keeps dump() from throwing; with names made valid beforehand it
+// has nothing to replace.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 json AnswerFor(const InstanceMatch& m) {
   json answer = {
       {"longest_matched", m.longest_matched}, {"GPU", m.gpu}, {"CPU", m.cpu}, {"DISK", m.disk}};
-  for (const auto& [tier, tokens] : m.other_tiers) answer[tier] = tokens;
+  for (const auto& [tier, tokens] : m.other_tiers) answer[ToValidUtf8(tier)] = tokens;
   json dp = json::object();
   for (const DpTokens& d : m.dp) dp[std::to_string(d.rank)] = d.tokens;
   answer["DP"] = std::move(dp);
@@ -156,17 +163,17 @@ Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& r
 std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
                                      bool conductor_compat) {
   json instances = json::object();
-  for (const InstanceMatch& m : match.instances) instances[std::string(m.instance)] = AnswerFor(m);
+  for (const InstanceMatch& m : match.instances) instances[ToValidUtf8(m.instance)] = AnswerFor(m);
   json by_tenant = json::object();
-  if (!match.instances.empty()) by_tenant[std::string(tenant)] = std::move(instances);
-  if (conductor_compat) return by_tenant.dump();
-  return json{{"data", std::move(by_tenant)}}.dump();
+  if (!match.instances.empty()) by_tenant[ToValidUtf8(tenant)] = std::move(instances);
+  if (conductor_compat) return Dump(by_tenant);
+  return Dump(json{{"data", std::move(by_tenant)}});
 }
 
 std::string RenderCacheAnswer(const PrefixMatch& match) {
   json hits = json::object();
-  for (const InstanceMatch& m : match.instances) hits[std::string(m.instance)] = m.longest_matched;
-  return json{{"HitStatus", std::move(hits)}}.dump();
+  for (const InstanceMatch& m : match.instances) hits[ToValidUtf8(m.instance)] = m.longest_matched;
+  return Dump(json{{"HitStatus", std::move(hits)}});
 }
 
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,

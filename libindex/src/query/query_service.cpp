@@ -11,6 +11,7 @@
 #include "kvindex/core/address.h"
 #include "kvindex/core/clock.h"
 #include "kvindex/core/json_depth.h"
+#include "kvindex/core/utf8.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -24,9 +25,14 @@ using Json = nlohmann::json;
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4";
 
-std::string ErrorBody(const std::string& message) {
-  return Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+// Every answer is written this way: names reach the JSON through Utf8() (core/utf8.h's policy),
+// and the replacing error handler keeps dump() from ever throwing.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A name from outside (a source, an instance, a tier, an endpoint) as valid UTF-8.
+std::string Utf8(std::string_view text) { return ToValidUtf8(text); }
+
+std::string ErrorBody(const std::string& message) { return Dump(Json{{"error", Utf8(message)}}); }
 
 // Status code for a failed parse or query.
 int HttpStatusFor(const Status& status) {
@@ -54,16 +60,16 @@ std::string EndpointHost(const std::string& endpoint) {
 Json SourceJson(const ServedSource& s) {
   Json counters = Json::object();
   AddSourceCounters(counters, s.counters, s.transport);
-  Json j = {{"name", s.name},
-            {"instance", s.config.name},
-            {"endpoint", s.config.endpoint},
-            {"replay_endpoint", s.config.replay_endpoint},
-            {"format", s.config.format},
-            {"model", s.config.model},
-            {"tenant", s.config.tenant},
-            {"lora_name", s.config.lora},
+  Json j = {{"name", Utf8(s.name)},
+            {"instance", Utf8(s.config.name)},
+            {"endpoint", Utf8(s.config.endpoint)},
+            {"replay_endpoint", Utf8(s.config.replay_endpoint)},
+            {"format", Utf8(s.config.format)},
+            {"model", Utf8(s.config.model)},
+            {"tenant", Utf8(s.config.tenant)},
+            {"lora_name", Utf8(s.config.lora)},
             {"block_size", s.config.block_size},
-            {"state", s.state},
+            {"state", Utf8(s.state)},
             {"counters", counters}};
   j["dp_rank"] = s.config.dp_rank ? Json(*s.config.dp_rank) : Json(nullptr);
   return j;
@@ -236,7 +242,7 @@ int QueryService::Register(std::string_view body, std::string& out) {
     return 400;
   }
   const Json wrapped = {{"kvevent_instance", {{id, parsed}}}};
-  Result<SourcesConfig> config = ParseSourcesConfig(wrapped.dump(), "register body");
+  Result<SourcesConfig> config = ParseSourcesConfig(Dump(wrapped), "register body");
   if (!config.ok()) {
     out = ErrorBody(config.status().message());
     return 400;
@@ -248,7 +254,7 @@ int QueryService::Register(std::string_view body, std::string& out) {
     out = ErrorBody("register: " + status.message());
     return HttpStatusFor(status) == 500 ? 400 : HttpStatusFor(status);
   }
-  out = Json{{"instance_id", id}, {"status", "registered successfully"}}.dump();
+  out = Dump(Json{{"instance_id", Utf8(id)}, {"status", "registered successfully"}});
   return 200;
 }
 
@@ -274,10 +280,9 @@ int QueryService::Unregister(std::string_view body, std::string& out) {
     out = ErrorBody("unregister: " + removed.status().message());
     return HttpStatusFor(removed.status()) == 500 ? 400 : HttpStatusFor(removed.status());
   }
-  out = Json{{"removed_instances", {id}},
-             {"status", "unregistered successfully"},
-             {"removed_presences", removed->removed}}
-            .dump();
+  out = Dump(Json{{"removed_instances", {Utf8(id)}},
+                  {"status", "unregistered successfully"},
+                  {"removed_presences", removed->removed}});
   return 200;
 }
 
@@ -286,23 +291,22 @@ std::string QueryService::GlobalView() const {
   Json contexts = Json::array();
   for (const ServedSource& s : backend_.Sources()) {
     if (s.state == "unregistered") continue;
-    Json c = {{"model_name", s.config.model},      {"lora_name", s.config.lora},
-              {"block_size", s.config.block_size}, {"additional_salt", s.config.salt},
-              {"tenant_id", s.config.tenant},      {"instance_id", s.config.name}};
+    Json c = {{"model_name", Utf8(s.config.model)},   {"lora_name", Utf8(s.config.lora)},
+              {"block_size", s.config.block_size},     {"additional_salt", Utf8(s.config.salt)},
+              {"tenant_id", Utf8(s.config.tenant)},    {"instance_id", Utf8(s.config.name)}};
     c["dp_rank"] = s.config.dp_rank ? Json(*s.config.dp_rank) : Json(nullptr);
     contexts.push_back(std::move(c));
   }
   Json instances = Json::object();
   for (const InstanceStats& instance : stats.instances) {
     Json tiers = Json::object();
-    for (const TierPresences& tier : instance.tiers) tiers[tier.tier] = tier.presences;
-    instances[instance.instance] = {{"tiers", tiers}, {"orphans", instance.orphans}};
+    for (const TierPresences& tier : instance.tiers) tiers[Utf8(tier.tier)] = tier.presences;
+    instances[Utf8(instance.instance)] = {{"tiers", tiers}, {"orphans", instance.orphans}};
   }
   const size_t count = contexts.size();
-  return Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
-              {"scopes", stats.scopes},       {"blocks", stats.blocks},
-              {"presences", stats.presences}, {"instances", std::move(instances)}}
-      .dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Dump(Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
+                   {"scopes", stats.scopes},       {"blocks", stats.blocks},
+                   {"presences", stats.presences}, {"instances", std::move(instances)}});
 }
 
 std::string QueryService::Instances() const {
@@ -312,15 +316,14 @@ std::string QueryService::Instances() const {
   Json instances = Json::object();
   for (const InstanceStats& instance : stats.instances) {
     Json tiers = Json::object();
-    for (const TierPresences& tier : instance.tiers) tiers[tier.tier] = tier.presences;
-    instances[instance.instance] = {{"tiers", tiers}, {"orphans", instance.orphans}};
+    for (const TierPresences& tier : instance.tiers) tiers[Utf8(tier.tier)] = tier.presences;
+    instances[Utf8(instance.instance)] = {{"tiers", tiers}, {"orphans", instance.orphans}};
   }
-  return Json{{"sources", std::move(sources)}, {"instances", std::move(instances)}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
+  return Dump(Json{{"sources", std::move(sources)}, {"instances", std::move(instances)}});
 }
 
 std::string QueryService::Healthz() const {
-  return Json{{"status", "ok"}, {"blocks", index_.stats().blocks}}.dump();
+  return Dump(Json{{"status", "ok"}, {"blocks", index_.stats().blocks}});
 }
 
 }  // namespace kvindex

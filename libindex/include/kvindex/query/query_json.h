@@ -9,7 +9,10 @@
 //   answer          {"data": {"<tenant>": {"<instance>": {"longest_matched": n, "GPU": n,
 //                    "CPU": n, "DISK": n, "DP": {"<rank>": n}}}}}   (other tiers as own keys)
 //
-// Thread safety: pure functions.
+// Every JSON text these functions write is valid UTF-8: names are written through
+// core/utf8.h's policy (ToValidUtf8).
+//
+// Thread safety: pure functions (each thread parses with its own reader).
 #ifndef KVINDEX_QUERY_QUERY_JSON_H_
 #define KVINDEX_QUERY_QUERY_JSON_H_
 
@@ -52,13 +55,10 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body);
 // "model_name": ..., "lora_id": ...}. Same errors.
 Result<QueryRequest> ParseCacheRequest(std::string_view body);
 
-// The reference implementations behind ParseQueryRequest and RenderQueryAnswer, over a full
-// nlohmann::json DOM. ParseQueryRequest scans the common body shape directly (one pass, no DOM)
-// and hands every other body, each error included, to ParseQueryRequestWithDom; RenderQueryAnswer
-// writes the common answer directly and hands the rest to RenderQueryAnswerWithDom. Both pairs
-// give byte-identical results (tests/query_json_diff_test.cpp, the query_json fuzz target); the
-// *WithDom forms are public for those checks and for benches.
-Result<QueryRequest> ParseQueryRequestWithDom(std::string_view body);
+// The reference writer behind RenderQueryAnswer, over a full nlohmann::json DOM: RenderQueryAnswer
+// writes the common answer directly and hands the rest (names that need escaping or are not
+// UTF-8, tiers beyond GPU/CPU/DISK, names that collide) to it. Both give byte-identical answers
+// (tests/query_json_diff_test.cpp); the DOM form is public for that check and for benches.
 std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
                                      bool conductor_compat = false);
 
