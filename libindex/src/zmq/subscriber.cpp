@@ -33,6 +33,9 @@ SubscriberSourceStatus SubscriberStatus::Total() const {
     b.dropped_held += a.dropped_held;
     b.orphan_replays += a.orphan_replays;
     b.reapplied += a.reapplied;
+    b.corrupt_seqs += a.corrupt_seqs;
+    b.late_joins += a.late_joins;
+    b.late_join_batches += a.late_join_batches;
     t.ingest.frame_errors += s.ingest.frame_errors;
     t.ingest.replay_frame_errors += s.ingest.replay_frame_errors;
     t.ingest.event_errors += s.ingest.event_errors;

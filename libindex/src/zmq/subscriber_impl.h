@@ -131,6 +131,7 @@ struct Subscriber::Impl : IngestObserver {
   void OnLost(SourceId id, uint64_t first, uint64_t count) override;
   void OnRestart(SourceId id, uint64_t previous, uint64_t seq) override;
   void OnMalformed(SourceId id, const Status& why) override;
+  void OnLateJoin(SourceId id, uint64_t seq, uint64_t unknown) override;
   // Writes an observation record when recording.
   void RecordObservation(CaptureRecordType type, SourceId id, uint64_t a, uint64_t b);
   // The display name of source `id` for logs.

@@ -54,8 +54,12 @@ class IngestObserver {
   // subscriber may call StartOrphanReplay() once the current call has returned
   // (docs/sequence-rules.md "Orphan replay").
   virtual void OnOrphans(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*orphans*/) {}
-  // A live message that could not be used, and why (frame shape or payload).
+  // A live message that could not be used, and why (frame shape, payload, or a corrupt sequence:
+  // a jump no publisher makes, SequencerOptions::max_forward_jump).
   virtual void OnMalformed(SourceId /*source*/, const Status& /*why*/) {}
+  // The stream was first seen at `seq`, `unknown` batches past the publisher's first sequence,
+  // with no replay endpoint to fetch them (docs/sequence-rules.md "Late join").
+  virtual void OnLateJoin(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*unknown*/) {}
 };
 
 class Ingestor {
