@@ -196,6 +196,23 @@ void Ingestor::OnParsedMessage(SourceId id, const Result<EventMessageView>& mess
   Feed(source, message->seq, message->payload, recv_ns, /*replayed=*/false);
 }
 
+std::pair<uint64_t, uint64_t> Ingestor::OnMessageAfterDamage(SourceId id,
+                                                             std::span<const FrameView> frames,
+                                                             int64_t recv_ns) {
+  const Result<EventMessageView> message = ParseEventMessage(frames);
+  std::pair<uint64_t, uint64_t> lost{0, 0};
+  if (message.ok()) {
+    Source& source = At(id);
+    SinkAdapter sink{*this, source};
+    const std::optional<uint64_t> watermark = source.sequencer.watermark();
+    lost.second = source.sequencer.LoseBefore(message->seq, sink);
+    lost.first = watermark ? *watermark + 1 : 0;
+    source.counters.sequence = source.sequencer.counters();
+  }
+  OnParsedMessage(id, message, recv_ns);
+  return lost;
+}
+
 void Ingestor::OnReplayReply(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
   OnParsedReply(id, ParseReplayReply(frames), recv_ns);
 }
@@ -260,6 +277,7 @@ bool Ingestor::replay_outstanding(SourceId source) const {
   return At(source).sequencer.replay_outstanding();
 }
 bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+size_t Ingestor::held(SourceId source) const { return At(source).sequencer.held(); }
 const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
 const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }
 size_t Ingestor::source_count() const { return sources_.size(); }

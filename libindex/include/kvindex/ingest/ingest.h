@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvindex/codec/framing.h"
@@ -81,6 +82,13 @@ class Ingestor {
   // The same with borrowed frames (capture replay reads them in place); used only during the call.
   void OnMessage(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
   void OnReplayReply(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
+  // A live message read from a capture right after a damaged stretch: when its sequence would
+  // open a gap, the sequences before it are lost at once instead (SourceSequencer::LoseBefore;
+  // docs/sequence-rules.md "Damaged captures"), then it is handled as OnMessage() does. Returns
+  // the first sequence lost and the count (count 0: nothing lost).
+  std::pair<uint64_t, uint64_t> OnMessageAfterDamage(SourceId source,
+                                                     std::span<const FrameView> frames,
+                                                     int64_t recv_ns);
   // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
   void StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
@@ -93,6 +101,8 @@ class Ingestor {
 
   bool replay_outstanding(SourceId source) const;
   bool waiting(SourceId source) const;
+  // Batches the source's sequencer holds behind a hole (SourceSequencer::held()).
+  size_t held(SourceId source) const;
   const SourceCounters& counters(SourceId source) const;
   const SourceConfig& config(SourceId source) const;
   size_t source_count() const;

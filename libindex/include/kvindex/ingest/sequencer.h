@@ -292,6 +292,23 @@ class SourceSequencer {
     if (HorizonAhead()) Lose(NextSeq(), horizon_ - NextSeq() + 1, sink), SetWatermark(horizon_);
   }
 
+  // The sequences from the next expected one up to `seq` (excluded) are known to be gone: capture
+  // replay after a damaged stretch, whose batches the live subscriber had and never asked for
+  // again. They are lost now, with no gap and no replay request, so that `seq` follows on.
+  // Nothing happens before the first batch, while a hole is open or a replay is outstanding, or
+  // when `seq` is not ahead of the next expected (or is a corrupt jump). Returns the count lost.
+  template <typename Sink>
+  uint64_t LoseBefore(uint64_t seq, Sink& sink) {
+    if (!initialized_ || hole_open_ || replay_outstanding_ || orphan_replay_ || !held_.empty()) {
+      return 0;
+    }
+    const uint64_t next = NextSeq();
+    if (seq <= next || IsCorruptJump(seq)) return 0;
+    Lose(next, seq - next, sink);
+    horizon_ = std::max(horizon_, seq - 1);
+    return seq - next;
+  }
+
   // True while a replay request is outstanding (the caller runs the timeout).
   bool replay_outstanding() const { return replay_outstanding_; }
   // True while sequences are missing (a hole is open).
