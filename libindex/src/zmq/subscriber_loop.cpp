@@ -24,7 +24,7 @@ constexpr int kBurst = 512;
 constexpr size_t kMaxFrames = 64;
 // A backlog worth returning memory after: this many live bytes read while sockets stayed readable,
 // or this many batches held behind a hole. Smaller ones are not worth a heap walk.
-constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
+constexpr uint64_t kTrimAfterBytes = uint64_t{16} << 20;
 constexpr size_t kTrimAfterHeld = 10'000;
 
 }  // namespace
@@ -138,6 +138,9 @@ void Subscriber::Impl::ReturnMemoryAfterBacklog() {
   if (backlog_bytes >= kTrimAfterBytes || backlog_held >= kTrimAfterHeld) {
     malloc_trim(0);
     ++memory_trims;
+    Log(LogLevel::kDebug, "returned free memory to the system after a backlog of " +
+                              std::to_string(backlog_bytes >> 20) + " MiB, " +
+                              std::to_string(backlog_held) + " batches held");
   }
   backlog_bytes = 0;
   backlog_held = 0;
