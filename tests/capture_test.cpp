@@ -340,7 +340,10 @@ TEST_CASE("A replay applies the same with and without a per-record callback") {
     // Per source: seqs 0..9 with 6 missing (a gap never filled), 3 sent twice, then a restart.
     const std::vector<uint64_t> seqs = {0, 1, 2, 3, 3, 4, 5, 7, 8, 9, 0, 1};
     int64_t ns = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t n = 0; n < seqs.size(); ++n) {
+      // The second seq 3 is a true duplicate: the same bytes (different ones would be a restart,
+      // docs/sequence-rules.md "Restart or duplicate: the content decides").
+      const size_t i = n == 4 ? 3 : n;
       for (uint32_t s = 0; s < 2; ++s) {
         BlockStored stored;
         stored.block_hashes = {EngineHash{100 * s + i + 1}};
@@ -350,7 +353,7 @@ TEST_CASE("A replay applies the same with and without a per-record callback") {
         EventBatch batch{1.0 + static_cast<double>(i), 0, {stored}, {}};
         std::vector<std::byte> payload;
         REQUIRE(EncodeEventBatch(batch, WireFormat::kVllm, payload).ok());
-        const auto frames = BuildEventMessage(B("kv"), seqs[i], payload);
+        const auto frames = BuildEventMessage(B("kv"), seqs[n], payload);
         REQUIRE(WriteMessage(**w, s, ++ns, frames).ok());
       }
     }

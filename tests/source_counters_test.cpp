@@ -27,6 +27,9 @@ TEST_CASE("SourceCounterFields: one key per counter, in the documented meaning")
   c.sequence.dropped_held = 11;
   c.sequence.orphan_replays = 12;
   c.sequence.reapplied = 13;
+  c.sequence.corrupt_seqs = 33;
+  c.sequence.late_joins = 34;
+  c.sequence.late_join_batches = 35;
   c.frame_errors = 14;
   c.replay_frame_errors = 15;
   c.event_errors = 16;
@@ -59,7 +62,8 @@ TEST_CASE("SourceCounterFields: one key per counter, in the documented meaning")
       {"unmapped", 22},       {"evicted", 23},        {"dp_rank_mismatches", 24},
       {"rejected", 25},       {"messages", 26},       {"bytes", 27},
       {"replay_messages", 28}, {"replay_timeouts", 29}, {"replay_send_failures", 30},
-      {"unsupported", 31},    {"unrecorded", 32}};
+      {"unsupported", 31},    {"unrecorded", 32},     {"corrupt_seqs", 33},
+      {"late_joins", 34},     {"late_join_batches", 35}};
   std::map<std::string, uint64_t> got;
   for (const SourceCounterField& f : SourceCounterFields(c, t)) {
     CHECK(!f.help.empty());

@@ -63,6 +63,10 @@ class SubscriberBackend : public ServerBackend {
     KVINDEX_RETURN_IF_ERROR(subscriber_->AddSourceWhileRunning(configs));
     std::lock_guard lock(mutex_);
     for (const SourceConfig& config : configs) {
+      // A registration again after /unregister replaces the old entry (one per display name).
+      std::erase_if(configs_, [&](const SourceConfig& c) {
+        return SourceDisplayName(c) == SourceDisplayName(config);
+      });
       configs_.push_back(config);
       unregistered_.erase(config.name);
     }
@@ -76,16 +80,8 @@ class SubscriberBackend : public ServerBackend {
         return Status::NotFound("unregister: instance '" + instance + "' is already unregistered");
       }
     }
-    auto promise = std::make_shared<std::promise<Result<ApplyResult>>>();
-    std::future<Result<ApplyResult>> done = promise->get_future();
-    PrefixIndex* index = index_;
-    subscriber_->Submit([promise, index, instance](Ingestor&) {
-      promise->set_value(index->RemoveInstance(instance));
-    });
-    if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      return Status::Timeout("unregister '" + instance + "': the ingest thread did not answer");
-    }
-    Result<ApplyResult> result = done.get();
+    // The subscriber closes the instance's sockets and purges it on its I/O thread.
+    Result<ApplyResult> result = subscriber_->RemoveInstanceWhileRunning(instance);
     if (result.ok()) {
       std::lock_guard lock(mutex_);
       unregistered_.insert(instance);

@@ -70,6 +70,18 @@ std::string StatusLine(const std::string& command, const SubscriberStatus& now,
                 static_cast<unsigned long long>(t.ingest.sequence.malformed +
                                                 t.ingest.frame_errors));
   std::string line = buf;
+  // Named only once they happen (docs/sequence-rules.md "Late join", "Corrupt sequences").
+  if (t.ingest.sequence.late_joins != 0) {
+    std::snprintf(buf, sizeof buf, ", late joins %llu (%llu batches unknown)",
+                  static_cast<unsigned long long>(t.ingest.sequence.late_joins),
+                  static_cast<unsigned long long>(t.ingest.sequence.late_join_batches));
+    line += buf;
+  }
+  if (t.ingest.sequence.corrupt_seqs != 0) {
+    std::snprintf(buf, sizeof buf, ", corrupt seqs %llu",
+                  static_cast<unsigned long long>(t.ingest.sequence.corrupt_seqs));
+    line += buf;
+  }
   if (now.bytes_written != 0) {
     std::snprintf(buf, sizeof buf, ", %.1f MB written", static_cast<double>(now.bytes_written) / 1e6);
     line += buf;

@@ -212,6 +212,40 @@ struct ReplayOutput {
   }
 };
 
+// The batches lost to damaged stretches of the capture (docs/cli.md "Damaged captures"): one
+// stderr line per source and stretch, one line of totals, and the same as JSON.
+json DamageReport(const LoadedCapture& result, const std::vector<std::string>& files) {
+  const CaptureReplayStats& stats = result.replay_stats();
+  json losses = json::array();
+  for (const CaptureDamageLoss& loss : stats.damage_losses) {
+    const std::string source = SourceDisplayName(result.ingestor().config(loss.source));
+    const std::string& file =
+        loss.file_index < files.size() ? files[loss.file_index] : files.back();
+    std::fprintf(stderr,
+                 "kvindex replay: %s: byte %llu: damage: source '%s': %llu batch(es) lost, seq "
+                 "%llu..%llu\n",
+                 file.c_str(), static_cast<unsigned long long>(loss.offset), source.c_str(),
+                 static_cast<unsigned long long>(loss.count),
+                 static_cast<unsigned long long>(loss.first_seq),
+                 static_cast<unsigned long long>(loss.first_seq + loss.count - 1));
+    losses.push_back({{"file", file},
+                      {"offset", loss.offset},
+                      {"source", source},
+                      {"first_seq", loss.first_seq},
+                      {"count", loss.count}});
+  }
+  if (stats.damaged_stretches != 0) {
+    std::fprintf(stderr,
+                 "kvindex replay: %llu damaged stretch(es) read around, %llu batch(es) lost to "
+                 "them\n",
+                 static_cast<unsigned long long>(stats.damaged_stretches),
+                 static_cast<unsigned long long>(stats.damage_lost));
+  }
+  return {{"stretches", stats.damaged_stretches},
+          {"lost", stats.damage_lost},
+          {"losses", std::move(losses)}};
+}
+
 // After the capture is read: the --to-trace summary, the index summary (when nothing else went to
 // stdout), the damage found, the query totals, --json, and every difference.
 Status Report(const CaptureReplayArgs& args, const LoadedCapture& result, TraceExporter* exporter,
@@ -230,6 +264,7 @@ Status Report(const CaptureReplayArgs& args, const LoadedCapture& result, TraceE
                  static_cast<unsigned long long>(p.skipped_bytes));
   }
   json summary = result.SummaryJson();
+  summary["damage"] = DamageReport(result, args.inputs);
   if (exporter) summary["to_trace"] = exporter->StatsJson();
   const QueryTotals& totals = output.totals;
   if (has_queries) {

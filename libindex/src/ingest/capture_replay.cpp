@@ -1,5 +1,7 @@
 #include "kvindex/ingest/capture_replay.h"
 
+#include <algorithm>
+
 #include "kvindex/codec/source_spec.h"
 
 namespace kvindex {
@@ -82,7 +84,11 @@ Status CaptureReplayer::Apply(const CaptureRecordView& record) {
   switch (record.type) {
     case CaptureRecordType::kMessage:
       ++stats_.messages;
-      ingestor_.OnMessage(source, record.frames, record.recv_ns);
+      if (any_damaged_) {
+        ApplyMessage(source, record);
+      } else {
+        ingestor_.OnMessage(source, record.frames, record.recv_ns);
+      }
       break;
     case CaptureRecordType::kReplayed:
       ++stats_.replayed;
@@ -113,6 +119,41 @@ Status CaptureReplayer::Apply(const CaptureRecordView& record) {
   return Status::Ok();
 }
 
+void CaptureReplayer::ApplyMessage(SourceId source, const CaptureRecordView& record) {
+  if (source.value >= damaged_.size() || !damaged_[source.value]) {
+    ingestor_.OnMessage(source, record.frames, record.recv_ns);
+    return;
+  }
+  const DamageMark mark = *damaged_[source.value];
+  damaged_[source.value].reset();
+  any_damaged_ = std::any_of(damaged_.begin(), damaged_.end(),
+                             [](const std::optional<DamageMark>& m) { return m.has_value(); });
+  const auto [first, count] = ingestor_.OnMessageAfterDamage(source, record.frames, record.recv_ns);
+  if (count == 0) return;
+  stats_.damage_lost += count;
+  stats_.damage_losses.push_back(
+      CaptureDamageLoss{mark.file_index, mark.offset, source, first, count});
+}
+
+void CaptureReplayer::NoteDamage(const CaptureReader& reader) {
+  const std::vector<CaptureProblem>& problems = reader.problems();
+  if (problems.size() == problems_seen_) return;
+  // The damage may have held any source's records: each one's next live batch tells.
+  const CaptureProblem& problem = problems.back();
+  size_t file_index = 0;
+  for (size_t i = 0; i < reader.paths().size(); ++i) {
+    if (reader.paths()[i] == problem.file) file_index = i;
+  }
+  stats_.damaged_stretches += problems.size() - problems_seen_;
+  problems_seen_ = problems.size();
+  damaged_.resize(ingestor_.source_count());
+  for (const auto& [capture_id, defined] : sources_) {
+    auto& mark = damaged_[defined.first.value];
+    if (!mark) mark = DamageMark{file_index, problem.offset};
+  }
+  any_damaged_ = !sources_.empty();
+}
+
 Status CaptureReplayer::ApplyAll(CaptureReader& reader,
                                  const std::function<void(const CaptureRecord&)>& after_record) {
   const auto failed = [&reader](const Status& status, size_t file_index) {
@@ -121,6 +162,7 @@ Status CaptureReplayer::ApplyAll(CaptureReader& reader,
   if (after_record) {
     CaptureRecord record;
     while (reader.Next(record)) {
+      NoteDamage(reader);
       const Status status = Apply(record);
       if (!status.ok()) return failed(status, record.file_index);
       after_record(record);
@@ -130,6 +172,7 @@ Status CaptureReplayer::ApplyAll(CaptureReader& reader,
   // No callback: records are applied where the reader holds them (no copy).
   CaptureRecordView record;
   while (reader.NextView(record)) {
+    NoteDamage(reader);
     const Status status = Apply(record);
     if (!status.ok()) return failed(status, record.file_index);
   }

@@ -2,6 +2,11 @@
 
 #include <cassert>
 
+// Inline, as in the files layer's capture checksums: payloads are a few hundred bytes, where the
+// library call's dispatch is a visible part of the hash.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "kvindex/codec/event_codec.h"
 
 namespace kvindex {
@@ -19,6 +24,21 @@ FormatHint HintFor(const SourceConfig& config) {
 // its memory.
 constexpr size_t kPoolSize = 64;
 constexpr size_t kPooledEventsMax = 4096;
+
+// The sequence rules of one source: the ingestor's, with the publisher's first sequence (the
+// Mooncake store publisher counts from 1, and an auto-detected source may be one) and whether a
+// replay endpoint can fill what came before a late first batch.
+SequencerOptions OptionsFor(SequencerOptions options, const SourceConfig& config) {
+  options.first_seq = config.format == "vllm" || config.format == "sglang" ? 0 : 1;
+  options.count_late_join = config.replay_endpoint.empty();
+  return options;
+}
+
+// The payload's content hash for the sequence rules (never 0, which means unknown).
+uint64_t PayloadHash(std::span<const std::byte> payload) {
+  const uint64_t hash = XXH3_64bits(payload.data(), payload.size());
+  return hash == 0 ? 1 : hash;
+}
 
 }  // namespace
 
@@ -91,7 +111,7 @@ Ingestor::Ingestor(PrefixIndex* index, IngestObserver* observer, SequencerOption
 Ingestor::~Ingestor() = default;
 
 Result<SourceId> Ingestor::AddSource(const SourceConfig& config) {
-  auto source = std::make_unique<Source>(options_);
+  auto source = std::make_unique<Source>(OptionsFor(options_, config));
   source->id = SourceId{static_cast<uint32_t>(sources_.size())};
   source->config = config;
   source->hint = HintFor(config);
@@ -129,10 +149,11 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
                                                             std::to_string(seq)));
     }
   }
+  const uint64_t hash = PayloadHash(payload);
   if (replayed) {
-    source.sequencer.OnReplayed(seq, std::move(pending), sink);
+    source.sequencer.OnReplayed(seq, std::move(pending), sink, hash);
   } else {
-    source.sequencer.OnLive(seq, std::move(pending), sink);
+    source.sequencer.OnLive(seq, std::move(pending), sink, hash);
   }
   const SequencerCounters& after = source.sequencer.counters();
   if (observer_ != nullptr) {
@@ -141,6 +162,17 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
     }
     if (after.restarts != before.restarts) {
       observer_->OnRestart(source.id, previous.value_or(0), seq);
+    }
+    if (after.corrupt_seqs != before.corrupt_seqs) {
+      observer_->OnMalformed(
+          source.id,
+          Status::Corrupt((replayed ? "replayed seq " : "seq ") + std::to_string(seq) +
+                          " jumps more than " + std::to_string(options_.max_forward_jump) +
+                          " past the expected " + std::to_string(previous ? *previous + 1 : 0) +
+                          ": a corrupt frame, not applied"));
+    }
+    if (after.late_joins != before.late_joins) {
+      observer_->OnLateJoin(source.id, seq, after.late_join_batches - before.late_join_batches);
     }
   }
   source.counters.sequence = after;
@@ -162,6 +194,23 @@ void Ingestor::OnParsedMessage(SourceId id, const Result<EventMessageView>& mess
     return;
   }
   Feed(source, message->seq, message->payload, recv_ns, /*replayed=*/false);
+}
+
+std::pair<uint64_t, uint64_t> Ingestor::OnMessageAfterDamage(SourceId id,
+                                                             std::span<const FrameView> frames,
+                                                             int64_t recv_ns) {
+  const Result<EventMessageView> message = ParseEventMessage(frames);
+  std::pair<uint64_t, uint64_t> lost{0, 0};
+  if (message.ok()) {
+    Source& source = At(id);
+    SinkAdapter sink{*this, source};
+    const std::optional<uint64_t> watermark = source.sequencer.watermark();
+    lost.second = source.sequencer.LoseBefore(message->seq, sink);
+    lost.first = watermark ? *watermark + 1 : 0;
+    source.counters.sequence = source.sequencer.counters();
+  }
+  OnParsedMessage(id, message, recv_ns);
+  return lost;
 }
 
 void Ingestor::OnReplayReply(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
@@ -228,6 +277,7 @@ bool Ingestor::replay_outstanding(SourceId source) const {
   return At(source).sequencer.replay_outstanding();
 }
 bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+size_t Ingestor::held(SourceId source) const { return At(source).sequencer.held(); }
 const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
 const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }
 size_t Ingestor::source_count() const { return sources_.size(); }

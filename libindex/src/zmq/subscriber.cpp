@@ -2,6 +2,7 @@
 // snapshot; the I/O thread's work is in the other subscriber_*.cpp files (subscriber_impl.h).
 #include "kvindex/zmq/subscriber.h"
 
+#include <algorithm>
 #include <future>
 
 #include <sys/eventfd.h>
@@ -33,6 +34,9 @@ SubscriberSourceStatus SubscriberStatus::Total() const {
     b.dropped_held += a.dropped_held;
     b.orphan_replays += a.orphan_replays;
     b.reapplied += a.reapplied;
+    b.corrupt_seqs += a.corrupt_seqs;
+    b.late_joins += a.late_joins;
+    b.late_join_batches += a.late_join_batches;
     t.ingest.frame_errors += s.ingest.frame_errors;
     t.ingest.replay_frame_errors += s.ingest.replay_frame_errors;
     t.ingest.event_errors += s.ingest.event_errors;
@@ -129,6 +133,14 @@ Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
     Log(LogLevel::kWarn, "--warm-from " + problem.file + ": byte " +
                              std::to_string(problem.offset) + ": " + problem.status.message());
   }
+  for (const CaptureDamageLoss& loss : replayer.stats().damage_losses) {
+    const size_t file = std::min(loss.file_index, reader->paths().size() - 1);
+    const std::string source = SourceDisplayName(m.ingestor.config(loss.source));
+    Log(LogLevel::kWarn, "--warm-from " + reader->paths()[file] + ": byte " +
+                             std::to_string(loss.offset) + ": damage: source '" + source +
+                             "': " + std::to_string(loss.count) + " batch(es) lost from seq " +
+                             std::to_string(loss.first_seq));
+  }
   // Sources the captures left waiting for a replay give up now (the capture ended).
   for (size_t i = 0; i < m.ingestor.source_count(); ++i) {
     const SourceId id{static_cast<uint32_t>(i)};
@@ -168,6 +180,18 @@ Status Subscriber::AddSourceWhileRunning(std::span<const SourceConfig> configs,
   if (result.wait_for(timeout) != std::future_status::ready) {
     return Status::Unavailable("adding source '" +
                                (configs.empty() ? std::string() : SourceDisplayName(configs[0])) +
+                               "': the subscriber's I/O loop is not running");
+  }
+  return result.get();
+}
+
+Result<ApplyResult> Subscriber::RemoveInstanceWhileRunning(const std::string& instance,
+                                                           std::chrono::milliseconds timeout) {
+  auto done = std::make_shared<std::promise<Result<ApplyResult>>>();
+  std::future<Result<ApplyResult>> result = done->get_future();
+  Submit([this, instance, done](Ingestor&) { done->set_value(impl_->RemoveInstance(instance)); });
+  if (result.wait_for(timeout) != std::future_status::ready) {
+    return Status::Unavailable("unregistering '" + instance +
                                "': the subscriber's I/O loop is not running");
   }
   return result.get();

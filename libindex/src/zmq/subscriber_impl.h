@@ -61,7 +61,9 @@ struct Subscriber::Impl : IngestObserver {
   SubscriberOptions options;
   zmq::context_t context{1};
   Ingestor ingestor;
-  std::vector<std::unique_ptr<Source>> sources;  // by ingestor SourceId (null: warm-only)
+  std::vector<std::unique_ptr<Source>> sources;  // by ingestor SourceId (null: warm-only/removed)
+  // Ingestor sources whose instance was unregistered: never continued by a later Define().
+  std::vector<bool> retired;
   int wake_fd = -1;
   std::atomic<bool> stop_requested{false};
   bool added_any = false;
@@ -84,6 +86,12 @@ struct Subscriber::Impl : IngestObserver {
 
   LogRateLimiter malformed_log{std::chrono::seconds(1)};
   LogRateLimiter gap_log{std::chrono::seconds(1)};
+  // Memory after a backlog (subscriber_loop.cpp, ReturnMemoryAfterBacklog): live bytes read
+  // while sockets stayed readable past a burst, and the most batches held meanwhile.
+  bool cycle_backlogged = false;  // this poll cycle left a socket with messages unread
+  uint64_t backlog_bytes = 0;
+  size_t backlog_held = 0;
+  uint64_t memory_trims = 0;
   uint64_t live_messages = 0;
   int64_t first_message_ns = 0;
   int64_t last_message_ns = 0;
@@ -122,6 +130,9 @@ struct Subscriber::Impl : IngestObserver {
   // AddSourceWhileRunning() on the I/O thread: opens every source's sockets, then defines them
   // all and starts their backfill. The first failure, with none defined if a socket failed.
   Status AddSources(const std::vector<SourceConfig>& configs);
+  // RemoveInstanceWhileRunning() on the I/O thread: closes the sockets of every source of
+  // `instance`, retires them, then purges the instance from the index.
+  Result<ApplyResult> RemoveInstance(const std::string& instance);
 
   // subscriber_observer.cpp: IngestObserver.
   void OnApplied(SourceId id, uint64_t seq, int64_t, const EventBatch&) override;
@@ -131,6 +142,7 @@ struct Subscriber::Impl : IngestObserver {
   void OnLost(SourceId id, uint64_t first, uint64_t count) override;
   void OnRestart(SourceId id, uint64_t previous, uint64_t seq) override;
   void OnMalformed(SourceId id, const Status& why) override;
+  void OnLateJoin(SourceId id, uint64_t seq, uint64_t unknown) override;
   // Writes an observation record when recording.
   void RecordObservation(CaptureRecordType type, SourceId id, uint64_t a, uint64_t b);
   // The display name of source `id` for logs.
@@ -159,6 +171,10 @@ struct Subscriber::Impl : IngestObserver {
   void RebuildPollSet(PollSet& poll);
   // Drains every socket poll found readable (and runs the queued tasks on a wake-up).
   void DrainReady(const PollSet& poll);
+  // Once a large backlog has drained (sockets read to empty, nothing held), hands the memory it
+  // took back to the operating system: libzmq's queues and the held batches were freed to the
+  // allocator, which keeps them otherwise.
+  void ReturnMemoryAfterBacklog();
   // Gives up on the replays silent past their deadline, as of `now`.
   void ExpireReplays(SteadyClock::time_point now);
   // Reads one multipart message from `socket` without blocking into `frames`, adding its size to

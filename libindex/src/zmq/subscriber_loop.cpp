@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "kvindex/core/clock.h"
@@ -21,6 +22,10 @@ namespace {
 constexpr int kBurst = 512;
 // Frames kept per message; the rest are drained and dropped (the message is then a frame error).
 constexpr size_t kMaxFrames = 64;
+// A backlog worth returning memory after: this many live bytes read while sockets stayed readable,
+// or this many batches held behind a hole. Smaller ones are not worth a heap walk.
+constexpr uint64_t kTrimAfterBytes = uint64_t{16} << 20;
+constexpr size_t kTrimAfterHeld = 10'000;
 
 }  // namespace
 
@@ -57,7 +62,9 @@ Status Subscriber::Impl::Run() {
       if (e.num() == EINTR) continue;
       return Status::Internal(std::string("subscriber: poll failed: ") + e.what());
     }
+    cycle_backlogged = false;
     if (ready > 0) DrainReady(poll);
+    ReturnMemoryAfterBacklog();
     const auto after = SteadyClock::now();
     ExpireReplays(after);
     if (recorder != nullptr) {
@@ -107,6 +114,9 @@ void Subscriber::Impl::DrainReady(const PollSet& poll) {
       uint64_t value = 0;
       (void)!read(wake_fd, &value, sizeof(value));
       RunTasks();
+      // A task may have removed sources (unregister): the poll set's pointers to them are stale,
+      // so the rest of this poll's results waits for the rebuilt set (sockets stay readable).
+      if (sockets_changed) return;
       continue;
     }
     if (is_dealer) {
@@ -116,6 +126,24 @@ void Subscriber::Impl::DrainReady(const PollSet& poll) {
     }
     if (stop_requested.load()) break;
   }
+}
+
+void Subscriber::Impl::ReturnMemoryAfterBacklog() {
+  size_t held = 0;
+  for (auto& s : sources) {
+    if (s) held += ingestor.held(s->id);
+  }
+  backlog_held = std::max(backlog_held, held);
+  if (cycle_backlogged || held != 0) return;  // still draining
+  if (backlog_bytes >= kTrimAfterBytes || backlog_held >= kTrimAfterHeld) {
+    malloc_trim(0);
+    ++memory_trims;
+    Log(LogLevel::kDebug, "returned free memory to the system after a backlog of " +
+                              std::to_string(backlog_bytes >> 20) + " MiB, " +
+                              std::to_string(backlog_held) + " batches held");
+  }
+  backlog_bytes = 0;
+  backlog_held = 0;
 }
 
 void Subscriber::Impl::ExpireReplays(SteadyClock::time_point now) {
@@ -180,11 +208,13 @@ void Subscriber::Impl::DrainSub(Source& s) {
     RecordFrames(CaptureRecordType::kMessage, s, now);
     ingestor.OnMessage(s.id, frames, now);
     FlushRequests();
+    backlog_bytes += bytes;
     if (options.max_messages != 0 && live_messages >= options.max_messages) {
       stop_requested.store(true);
       return;
     }
   }
+  cycle_backlogged = true;  // a full burst: more may be waiting
 }
 
 void Subscriber::Impl::DrainDealer(Source& s) {

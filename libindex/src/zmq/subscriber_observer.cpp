@@ -75,6 +75,13 @@ void Subscriber::Impl::OnMalformed(SourceId id, const Status& why) {
   }
 }
 
+// Never silent (docs/sequence-rules.md "Late join"): at most once per source incarnation.
+void Subscriber::Impl::OnLateJoin(SourceId id, uint64_t seq, uint64_t unknown) {
+  Log(LogLevel::kWarn, "source '" + Name(id) + "': late join: first batch seen is seq " +
+                           std::to_string(seq) + "; the " + std::to_string(unknown) +
+                           " batch(es) before it are unknown (no replay endpoint)");
+}
+
 std::string Subscriber::Impl::Name(SourceId id) {
   Source* s = Find(id);
   return s != nullptr ? s->display : SourceDisplayName(ingestor.config(id));

@@ -70,6 +70,7 @@ Status Subscriber::Impl::Define(std::unique_ptr<Source> source) {
   const std::string json = SourceConfigToJson(source->config);
   for (size_t i = 0; i < ingestor.source_count(); ++i) {
     if (i < sources.size() && sources[i]) continue;
+    if (i < retired.size() && retired[i]) continue;
     if (SourceConfigToJson(ingestor.config(SourceId{static_cast<uint32_t>(i)})) == json) {
       id = SourceId{static_cast<uint32_t>(i)};
       break;
@@ -112,6 +113,29 @@ Status Subscriber::Impl::AddSources(const std::vector<SourceConfig>& configs) {
     }
   }
   return added;
+}
+
+Result<ApplyResult> Subscriber::Impl::RemoveInstance(const std::string& instance) {
+  bool found = false;
+  for (auto& s : sources) {
+    if (!s || s->config.name != instance) continue;
+    found = true;
+    if (retired.size() <= s->id.value) retired.resize(s->id.value + 1, false);
+    retired[s->id.value] = true;
+    // Closed now (linger 0): ZeroMQ's reaper frees the socket, its descriptors and its slot of
+    // the context's socket limit; the poll set is rebuilt before the next poll.
+    s->sub.reset();
+    s->dealer.reset();
+    s.reset();
+    sockets_changed = true;
+  }
+  if (index == nullptr) {
+    if (!found) return Status::NotFound("unregister: no instance '" + instance + "'");
+    return ApplyResult{};
+  }
+  Result<ApplyResult> removed = index->RemoveInstance(instance);
+  if (!removed.ok() && found) return ApplyResult{};
+  return removed;
 }
 
 }  // namespace kvindex

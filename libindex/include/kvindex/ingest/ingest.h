@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvindex/codec/framing.h"
@@ -54,8 +55,12 @@ class IngestObserver {
   // subscriber may call StartOrphanReplay() once the current call has returned
   // (docs/sequence-rules.md "Orphan replay").
   virtual void OnOrphans(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*orphans*/) {}
-  // A live message that could not be used, and why (frame shape or payload).
+  // A live message that could not be used, and why (frame shape, payload, or a corrupt sequence:
+  // a jump no publisher makes, SequencerOptions::max_forward_jump).
   virtual void OnMalformed(SourceId /*source*/, const Status& /*why*/) {}
+  // The stream was first seen at `seq`, `unknown` batches past the publisher's first sequence,
+  // with no replay endpoint to fetch them (docs/sequence-rules.md "Late join").
+  virtual void OnLateJoin(SourceId /*source*/, uint64_t /*seq*/, uint64_t /*unknown*/) {}
 };
 
 class Ingestor {
@@ -77,6 +82,13 @@ class Ingestor {
   // The same with borrowed frames (capture replay reads them in place); used only during the call.
   void OnMessage(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
   void OnReplayReply(SourceId source, std::span<const FrameView> frames, int64_t recv_ns);
+  // A live message read from a capture right after a damaged stretch: when its sequence would
+  // open a gap, the sequences before it are lost at once instead (SourceSequencer::LoseBefore;
+  // docs/sequence-rules.md "Damaged captures"), then it is handled as OnMessage() does. Returns
+  // the first sequence lost and the count (count 0: nothing lost).
+  std::pair<uint64_t, uint64_t> OnMessageAfterDamage(SourceId source,
+                                                     std::span<const FrameView> frames,
+                                                     int64_t recv_ns);
   // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
   void StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
@@ -89,6 +101,8 @@ class Ingestor {
 
   bool replay_outstanding(SourceId source) const;
   bool waiting(SourceId source) const;
+  // Batches the source's sequencer holds behind a hole (SourceSequencer::held()).
+  size_t held(SourceId source) const;
   const SourceCounters& counters(SourceId source) const;
   const SourceConfig& config(SourceId source) const;
   size_t source_count() const;

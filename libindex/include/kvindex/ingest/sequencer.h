@@ -15,6 +15,15 @@
 //    batches of the old incarnation are dropped, and the watermark restarts at seq. One
 //    refinement: a re-send of the batch *at* the watermark is always a duplicate (a duplicated
 //    batch 1 must not clear the source); a restart shows as seq 0 or 1 *below* the watermark.
+//  - Content decides where it is known: the caller may pass a hash of each batch's payload. A
+//    decoded batch at or below the watermark whose sequence was applied recently (the last
+//    kRecentHashes, and seqs 0 and 1 of the incarnation) is a duplicate when its hash is the
+//    applied one's, whatever the rules above say, and a restart when it differs.
+//  - A forward jump of more than `max_forward_jump` past the next expected sequence is a corrupt
+//    frame: counted (corrupt_seqs), never applied, and the expected sequence does not move.
+//  - A stream first seen past the publisher's first sequence (`first_seq`), with nothing to fill
+//    what came before (`count_late_join`: no replay endpoint), is a late join: counted
+//    (late_joins, late_join_batches), never silent.
 //  - A malformed payload whose frames are intact counts as missing (a gap for its sequence): the
 //    replayed copy may decode.
 //  - Backfill: StartBackfill() asks for the publisher's whole ring before the first live batch;
@@ -56,13 +65,29 @@ struct SequencerCounters {
   uint64_t dropped_held = 0;  // held batches of an old incarnation dropped by a restart
   uint64_t orphan_replays = 0;  // replays requested because a batch had orphans
   uint64_t reapplied = 0;       // batches applied again by an orphan replay
+  uint64_t corrupt_seqs = 0;    // batches refused: a forward jump no publisher makes
+  uint64_t late_joins = 0;      // streams first seen past their first sequence, unfillable
+  uint64_t late_join_batches = 0;  // batches before those first batches (never seen)
 };
 
 struct SequencerOptions {
   uint64_t restart_distance = 1'000'000;
   // Give up on a hole when more than this many batches are held behind it (bounded memory).
   size_t max_held = 100'000;
+  // A batch more than this far past the next expected sequence is a corrupt frame. A publisher
+  // counts +1 per batch from its first sequence, so a jump this large means more than 4 billion
+  // batches missed without a visible restart (about 12 hours at 100,000 batches/s), while a
+  // damaged high byte of the sequence frame jumps by 2^32 or more.
+  uint64_t max_forward_jump = uint64_t{1} << 32;
+  // The publisher's first sequence: 0 (vLLM, SGLang) or 1 (the Mooncake store publisher).
+  uint64_t first_seq = 0;
+  // Count a stream first seen past first_seq as a late join (false when a replay endpoint can
+  // fill what came before).
+  bool count_late_join = true;
 };
+
+// Batches whose payload hash is kept beside seqs 0 and 1 (SourceSequencer's content rule).
+inline constexpr size_t kRecentHashes = 16;
 
 // Sink receives the sequencer's decisions, in order:
 //   void Apply(uint64_t seq, Item&& item);      // apply this batch now
@@ -98,13 +123,19 @@ class SourceSequencer {
     return true;
   }
 
-  // A live batch. `item` nullopt: its payload did not decode (frames intact).
+  // A live batch. `item` nullopt: its payload did not decode (frames intact). `hash`: a hash of
+  // its payload bytes (0: unknown, the content rule is not used).
   template <typename Sink>
-  void OnLive(uint64_t seq, std::optional<Item> item, Sink& sink) {
+  void OnLive(uint64_t seq, std::optional<Item> item, Sink& sink, uint64_t hash = 0) {
     ++counters_.received;
+    if (initialized_ && IsCorruptJump(seq)) {
+      ++counters_.corrupt_seqs;
+      return;
+    }
     if (!item) ++counters_.malformed;
     if (!initialized_ && !backfilling_) {
       initialized_ = true;
+      CountLateJoin(seq);
       if (!item) {
         // Nothing applied yet: the hole is this very batch.
         watermark_ = seq - 1;  // wraps for seq 0; only compared through helpers below
@@ -115,27 +146,27 @@ class SourceSequencer {
       }
       SetWatermark(seq);
       horizon_ = seq;
-      sink.Apply(seq, std::move(*item));
-      ++counters_.applied;
-      return;
-    }
-    if (initialized_ && IsRestart(seq)) {
-      Restart(seq, std::move(item), sink);
+      ApplyFirst(seq, std::move(*item), hash, sink);
       return;
     }
     if (initialized_ && AtOrBelowWatermark(seq)) {
+      const Verdict verdict = item ? ContentVerdict(seq, hash) : Verdict::kUnknown;
+      if (verdict == Verdict::kDifferent || (verdict == Verdict::kUnknown && IsRestart(seq))) {
+        Restart(seq, std::move(item), hash, sink);
+        return;
+      }
       ++counters_.duplicates;
       return;
     }
     horizon_ = std::max(horizon_, seq);
     if (initialized_ && IsNext(seq) && item && !orphan_replay_) {
-      ApplyNext(seq, std::move(*item), sink);
+      ApplyNext(seq, std::move(*item), hash, sink);
       Drain(sink);
       MaybeCloseHole();
       return;
     }
     if (item) {
-      if (!held_.emplace(seq, std::move(*item)).second) {
+      if (!held_.emplace(seq, Held{std::move(*item), hash}).second) {
         ++counters_.duplicates;
         return;
       }
@@ -148,13 +179,17 @@ class SourceSequencer {
   }
 
   // A replayed batch (a reply to our outstanding request; ignored when none is outstanding).
-  // `item` nullopt: it did not decode.
+  // `item` nullopt: it did not decode. `hash` as for OnLive().
   template <typename Sink>
-  void OnReplayed(uint64_t seq, std::optional<Item> item, Sink& sink) {
+  void OnReplayed(uint64_t seq, std::optional<Item> item, Sink& sink, uint64_t hash = 0) {
     ++counters_.replayed;
     if (!replay_outstanding_) {
       // A late reply to a request already given up on (or of an earlier incarnation).
       ++counters_.duplicates;
+      return;
+    }
+    if (initialized_ && IsCorruptJump(seq)) {
+      ++counters_.corrupt_seqs;
       return;
     }
     if (!item) {
@@ -173,8 +208,7 @@ class SourceSequencer {
       backfilling_ = false;
       SetWatermark(seq);
       horizon_ = std::max(horizon_, seq);
-      sink.Apply(seq, std::move(*item));
-      ++counters_.applied;
+      ApplyFirst(seq, std::move(*item), hash, sink);
       // Live batches held meanwhile that the ring also holds are applied from the ring instead.
       while (!held_.empty() && held_.begin()->first <= seq) {
         held_.erase(held_.begin());
@@ -202,7 +236,7 @@ class SourceSequencer {
       if (!IsNext(seq)) Lose(NextSeq(), seq - NextSeq(), sink);
     }
     held_.erase(seq);  // a replayed copy supersedes a held live copy of the same batch
-    ApplyNext(seq, std::move(*item), sink);
+    ApplyNext(seq, std::move(*item), hash, sink);
     if (!orphan_replay_ || hole_open_) ++counters_.recovered;
     replay_progress_ = true;
     Drain(sink);
@@ -258,6 +292,23 @@ class SourceSequencer {
     if (HorizonAhead()) Lose(NextSeq(), horizon_ - NextSeq() + 1, sink), SetWatermark(horizon_);
   }
 
+  // The sequences from the next expected one up to `seq` (excluded) are known to be gone: capture
+  // replay after a damaged stretch, whose batches the live subscriber had and never asked for
+  // again. They are lost now, with no gap and no replay request, so that `seq` follows on.
+  // Nothing happens before the first batch, while a hole is open or a replay is outstanding, or
+  // when `seq` is not ahead of the next expected (or is a corrupt jump). Returns the count lost.
+  template <typename Sink>
+  uint64_t LoseBefore(uint64_t seq, Sink& sink) {
+    if (!initialized_ || hole_open_ || replay_outstanding_ || orphan_replay_ || !held_.empty()) {
+      return 0;
+    }
+    const uint64_t next = NextSeq();
+    if (seq <= next || IsCorruptJump(seq)) return 0;
+    Lose(next, seq - next, sink);
+    horizon_ = std::max(horizon_, seq - 1);
+    return seq - next;
+  }
+
   // True while a replay request is outstanding (the caller runs the timeout).
   bool replay_outstanding() const { return replay_outstanding_; }
   // True while sequences are missing (a hole is open).
@@ -272,6 +323,41 @@ class SourceSequencer {
   const SequencerCounters& counters() const { return counters_; }
 
  private:
+  // The content rule's answer for a batch at or below the watermark.
+  enum class Verdict { kUnknown, kSame, kDifferent };
+  struct Held {
+    Item item;
+    uint64_t hash = 0;
+  };
+  struct Applied {
+    uint64_t seq = 0;
+    uint64_t hash = 0;  // 0: nothing kept
+  };
+
+  Verdict ContentVerdict(uint64_t seq, uint64_t hash) const {
+    if (hash == 0) return Verdict::kUnknown;
+    const Applied& kept = seq <= 1 ? early_[seq] : recent_[seq % kRecentHashes];
+    if (kept.hash == 0 || kept.seq != seq) return Verdict::kUnknown;
+    return kept.hash == hash ? Verdict::kSame : Verdict::kDifferent;
+  }
+  void Remember(uint64_t seq, uint64_t hash) {
+    if (hash == 0) return;
+    (seq <= 1 ? early_[seq] : recent_[seq % kRecentHashes]) = Applied{seq, hash};
+  }
+  void ForgetHashes() {
+    early_[0] = early_[1] = Applied{};
+    for (Applied& a : recent_) a = Applied{};
+  }
+  bool IsCorruptJump(uint64_t seq) const {
+    const uint64_t next = NextSeq();
+    return seq > next && seq - next > options_.max_forward_jump;
+  }
+  void CountLateJoin(uint64_t seq) {
+    if (!options_.count_late_join || seq <= options_.first_seq) return;
+    ++counters_.late_joins;
+    counters_.late_join_batches += seq - options_.first_seq;
+  }
+
   bool IsRestart(uint64_t seq) const {
     if (!has_watermark_ || seq >= watermark_) return false;
     return seq <= 1 || watermark_ - seq > options_.restart_distance;
@@ -286,8 +372,15 @@ class SourceSequencer {
   }
 
   template <typename Sink>
-  void ApplyNext(uint64_t seq, Item&& item, Sink& sink) {
+  void ApplyNext(uint64_t seq, Item&& item, uint64_t hash, Sink& sink) {
     SetWatermark(seq);
+    ApplyFirst(seq, std::move(item), hash, sink);
+  }
+
+  // Applies a batch whose sequence the caller has made the watermark.
+  template <typename Sink>
+  void ApplyFirst(uint64_t seq, Item&& item, uint64_t hash, Sink& sink) {
+    Remember(seq, hash);
     sink.Apply(seq, std::move(item));
     ++counters_.applied;
   }
@@ -299,8 +392,7 @@ class SourceSequencer {
     backfilling_ = false;
     auto first = held_.begin();
     SetWatermark(first->first);
-    sink.Apply(first->first, std::move(first->second));
-    ++counters_.applied;
+    ApplyFirst(first->first, std::move(first->second.item), first->second.hash, sink);
     held_.erase(first);
     Drain(sink);
   }
@@ -310,7 +402,7 @@ class SourceSequencer {
   void ApplyOldestHeld(Sink& sink) {
     auto first = held_.begin();
     if (!IsNext(first->first)) Lose(NextSeq(), first->first - NextSeq(), sink);
-    ApplyNext(first->first, std::move(first->second), sink);
+    ApplyNext(first->first, std::move(first->second.item), first->second.hash, sink);
     held_.erase(first);
   }
 
@@ -318,7 +410,7 @@ class SourceSequencer {
   void Drain(Sink& sink) {
     while (!held_.empty() && IsNext(held_.begin()->first)) {
       auto first = held_.begin();
-      ApplyNext(first->first, std::move(first->second), sink);
+      ApplyNext(first->first, std::move(first->second.item), first->second.hash, sink);
       held_.erase(first);
     }
   }
@@ -361,15 +453,17 @@ class SourceSequencer {
   }
 
   template <typename Sink>
-  void Restart(uint64_t seq, std::optional<Item> item, Sink& sink) {
+  void Restart(uint64_t seq, std::optional<Item> item, uint64_t hash, Sink& sink) {
     ++counters_.restarts;
     counters_.dropped_held += held_.size();
     held_.clear();
+    ForgetHashes();
     replay_outstanding_ = false;
     orphan_replay_ = false;
     hole_open_ = false;
     sink.Clear();
     horizon_ = seq;
+    CountLateJoin(seq);
     if (!item) {
       has_watermark_ = seq > 0;
       watermark_ = seq - 1;
@@ -377,8 +471,7 @@ class SourceSequencer {
       return;
     }
     SetWatermark(seq);
-    sink.Apply(seq, std::move(*item));
-    ++counters_.applied;
+    ApplyFirst(seq, std::move(*item), hash, sink);
   }
 
   SequencerOptions options_;
@@ -392,7 +485,10 @@ class SourceSequencer {
   bool orphan_replay_ = false;    // the outstanding replay was asked for because of orphans
   uint64_t orphan_floor_ = 0;     // the watermark when it was asked for
   bool hole_open_ = false;
-  std::map<uint64_t, Item> held_;
+  std::map<uint64_t, Held> held_;
+  // Payload hashes of applied batches (the content rule): seqs 0 and 1, and the latest ones.
+  Applied early_[2];
+  Applied recent_[kRecentHashes];
   SequencerCounters counters_;
 };
 

@@ -38,7 +38,7 @@ struct SourceCounterField {
   uint64_t value = 0;
 };
 
-inline constexpr size_t kSourceCounterCount = 32;
+inline constexpr size_t kSourceCounterCount = 35;
 
 // Every per-source counter of `ingest` and `transport`, in the documented order.
 std::array<SourceCounterField, kSourceCounterCount> SourceCounterFields(

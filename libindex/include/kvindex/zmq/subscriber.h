@@ -118,6 +118,17 @@ class Subscriber {
   Status AddSourceWhileRunning(std::span<const SourceConfig> configs,
                                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+  // Unregisters `instance` while Run() runs (HTTP /unregister): on the I/O thread, between
+  // messages, every source of the instance stops being read, its SUB and DEALER are closed (so
+  // register/unregister cycles hold no sockets, descriptors or ZeroMQ socket slots) and, with an
+  // index, the instance's presence is purged and it is unlisted (PrefixIndex::RemoveInstance).
+  // A later AddSourceWhileRunning() of the instance opens new sockets and starts a new source.
+  // Returns what the purge removed. kNotFound when no source of the subscriber belongs to
+  // `instance` and the index does not list it; kUnavailable when Run() does not take it within
+  // `timeout` (not running). Any thread but the I/O thread; `instance` is copied.
+  Result<ApplyResult> RemoveInstanceWhileRunning(
+      const std::string& instance, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
   // The I/O loop, on the calling thread, until Stop(), max_messages, or a fatal error (strict
   // mode's first bad message; a capture write failure). Returns Ok on a clean stop.
   Status Run();
