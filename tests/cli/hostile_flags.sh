@@ -110,6 +110,16 @@ for value in "${VALUES[@]}"; do
   case "$status" in 0 | 2) ;; *) fail "--log-level '${value:0:40}': exit $status" ;; esac
 done
 
+# Bounds that take two flags: replay --window keeps counts per window and instance, so 10^6
+# windows (a 1,000 s trace in 1 ms windows) of 1,024 instances are refused before any allocation
+# (under a 4 GB address-space limit, so a regression fails instead of exhausting the machine).
+printf '%s\n' '{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1]}' \
+  '{"timestamp": 1000000, "input_length": 8, "output_length": 1, "hash_ids": [2]}' >"$TMP/span.jsonl"
+run bash -c 'ulimit -v 4000000; exec "$@"' - "$KVINDEX" replay "$TMP/span.jsonl" --window 0.001 \
+  --instances 1024 --threads 1
+expect_status 2 "--window x --instances beyond 10^6 cells"
+expect_stderr_contains "window too short: more than 10^6 windows x instances"
+
 # The matrix really ran: every subcommand has value flags, each got every value.
 [ "$checked" -gt 600 ] || fail "only $checked hostile runs"
 echo "hostile runs: $checked"
