@@ -91,6 +91,41 @@ done <<'JSONL'
 {"ts": 1, "dp_rank": "a", "events": []}
 JSONL
 
+# --- a server answer with members of the wrong type, invalid UTF-8 and a multi-line error ------
+"$PY" - "$TMP/port" <<'PYEOF' &
+import http.server, json, sys
+ANSWER = json.dumps({"data": {"default": {"i": {"longest_matched": "x", "GPU": -1, "DP": {"a": "b"},
+                                                "weird": [1]}}},
+                     "explain": {"i": {"reason": 5, "detail": ["x"]}, "j": 3}}).encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        error = self.path == "/query_by_hash"
+        body = b"line one\nline \xff two\n" if error else ANSWER
+        self.send_response(500 if error else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(server.server_address[1]))
+server.handle_request()
+server.handle_request()
+PYEOF
+server_pid=$!
+for _ in $(seq 1 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
+URL="http://127.0.0.1:$(cat "$TMP/port")"
+run "$KVINDEX" query --server "$URL" --model m --tokens 1,2 --explain --json "$TMP/server.json"
+expect_status 0 "--server answer of wrong types"
+expect_stdout_contains "i matched nothing: ?: "
+strict_utf8 "$TMP/server.json" >/dev/null || fail "--server --json is not valid UTF-8"
+run "$KVINDEX" query --server "$URL" --model m --hashes 1
+expect_status 1 "--server HTTP 500"
+expect_stderr_contains "HTTP 500: line one line $(printf '\xef\xbf\xbd') two"
+expect_stderr_lines 1
+wait "$server_pid"
+
 # --- outputs on a full device: exit 1, one line -----------------------------------------------
 printf '%s\n' '{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]}' >"$TMP/t.jsonl"
 for args in "replay $TMP/t.jsonl --json /dev/full" "replay $TMP/t.jsonl --csv /dev/full" \
