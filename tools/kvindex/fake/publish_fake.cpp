@@ -17,6 +17,8 @@
 
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/framing.h"
+#include "kvindex/core/address.h"
+#include "kvindex/core/utf8.h"
 
 #include "cli_validators.h"
 #include "commands.h"
@@ -139,6 +141,23 @@ CLI::Validator Count(uint64_t min, uint64_t max) {
                                           std::to_string(max));
 }
 
+// --connect HOST: a host name or address (IPv6 with or without brackets), read by the project's
+// one address parser (core/address.h) as HOST:PORT would be.
+CLI::Validator ConnectHost() {
+  return CLI::Validator(
+      [](std::string& host) {
+        // An empty host has no ':' (front() is never read).
+        const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+        Result<NetAddress> address = ParseNetAddress((ipv6 ? "[" + host + "]" : host) + ":1");
+        if (!address.ok() || !address->scheme.empty() || !address->path.empty() ||
+            address->host.empty() || address->host.find_first_of(" \t/?#@") != std::string::npos) {
+          return "'" + ToValidUtf8(host) + "' is not a host name or address";
+        }
+        return std::string();
+      },
+      "HOST");
+}
+
 // The workload, the sources and their sockets (the first half of --help).
 void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
@@ -181,7 +200,8 @@ void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--bind", o.bind, "Bind tcp://*:PORT (the default)");
   cmd->add_option("--connect", o.connect_host,
-                  "Connect to tcp://HOST:PORT instead of binding (the subscriber binds)");
+                  "Connect to tcp://HOST:PORT instead of binding (the subscriber binds)")
+      ->check(ConnectHost());
   cmd->add_option("--topic", o.topic, "Topic frame of every message (default empty)")
       ->check(cli::Utf8());
   cmd->add_option("--model", o.model, "Model name (sent by Mooncake formats; used in queries)")
