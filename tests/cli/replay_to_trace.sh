@@ -110,16 +110,17 @@ run "$KVINDEX" publish-fake --format vllm --batches "$TMP/hand.batches" --out "$
 expect_status 0 "publish-fake --batches"
 run "$KVINDEX" replay "$TMP/hand.kvcap" --to-trace "$TMP/hand.derived"
 expect_status 0 "--to-trace listed"
-# 1: [0,1]; 2: [0,1,2]; 3: a CPU copy of held blocks; 4: parent 99 unknown (orphan); 5: no
+# 1: [0,1], grown by 2 (its parent is the last block of the request just before) to one request
+# [0,1,2] at 1's time; 3: a CPU copy of held blocks; 4: parent 99 unknown (orphan); 5: no
 # tokens (tokenless); 6: parent 30 has no chain (orphan); 7: 3 tokens for 2 blocks (rejected);
 # 8: 12 removed then stored again: [0,1,2]; 9: 10 and 11 stay held in CPU, 13 under 11: [0,1,3];
 # 10: another engine hash, the same tokens from the root: [0]; 11: the same under a LoRA: a new
 # scope, [4]; 12: after AllBlocksCleared the parent 11 is gone (orphan).
-expect_stderr_contains "6 requests, 13 blocks, 5 distinct ids; skipped stored events: 1 tokenless, 3 orphans, 1 rejected, 1 copies"
+expect_stderr_contains "5 requests, 11 blocks, 5 distinct ids; skipped stored events: 1 tokenless, 3 orphans, 1 rejected, 1 copies"
 "$PY" - "$TMP/hand.derived" >"$TMP/check" 2>&1 <<'PYEOF' || fail "listed: $(cat "$TMP/check")"
 import json, sys
 got = [json.loads(l) for l in open(sys.argv[1])]
-want = [([0, 1], 4), ([0, 1, 2], 6), ([0, 1, 2], 6), ([0, 1, 3], 6), ([0], 2), ([4], 2)]
+want = [([0, 1, 2], 6), ([0, 1, 2], 6), ([0, 1, 3], 6), ([0], 2), ([4], 2)]
 assert [(r["hash_ids"], r["input_length"]) for r in got] == want, got
 assert all(r["output_length"] == 0 for r in got)
 ts = [r["timestamp"] for r in got]
@@ -130,9 +131,42 @@ expect_status 0 "replay the listed derived trace"
 "$PY" -c "
 import json, sys
 r = json.load(open(sys.argv[1]))['results'][0]
-# By hand: 13 blocks; [0,1,2] hits 2, again 3, [0,1,3] 2, [0] 1, [4] 0.
-assert (r['blocks'], r['prefix_hit_blocks']) == (13, 8), r
+# By hand: 11 blocks; [0,1,2] hits 0, again 3, [0,1,3] 2, [0] 1, [4] 0.
+assert (r['blocks'], r['prefix_hit_blocks']) == (11, 6), r
 " "$TMP/hand.json" || fail "derived trace replay"
+
+# --- a chain stored one block at a time (a decode): one request that grows, so the output is
+# linear in the chain's length: 4,000 blocks give about twice the bytes of 2,000, not four times -
+chain() {  # chain N N-with-thousands-separators
+  "$PY" -c "
+import json, sys
+n = int(sys.argv[1])
+for i in range(n):
+    parent = None if i == 0 else 1000 + i - 1
+    print(json.dumps({'ts': i, 'events': [{'type': 'BlockStored', 'block_hashes': [1000 + i],
+        'parent_block_hash': parent, 'token_ids': [i, i], 'block_size': 2, 'medium': 'GPU'}]}))
+" "$1" >"$TMP/chain$1.batches"
+  run "$KVINDEX" publish-fake --format vllm --batches "$TMP/chain$1.batches" --count 0 \
+    --out "$TMP/chain$1.kvcap"
+  expect_status 0 "publish-fake chain $1"
+  run "$KVINDEX" replay "$TMP/chain$1.kvcap" --to-trace "$TMP/chain$1.jsonl"
+  expect_status 0 "--to-trace chain $1"
+  expect_stderr_contains "1 requests, $2 blocks, $2 distinct ids"
+  "$PY" -c "
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+n = int(sys.argv[2])
+assert len(lines) == 1, len(lines)
+r = json.loads(lines[0])
+assert r['hash_ids'] == list(range(n)) and r['input_length'] == 2 * n, r['input_length']
+" "$TMP/chain$1.jsonl" "$1" || fail "chain $1: not one request of the whole chain"
+}
+chain 2000 2,000
+chain 4000 4,000
+small=$(wc -c <"$TMP/chain2000.jsonl")
+large=$(wc -c <"$TMP/chain4000.jsonl")
+# Ids grow from 4 to 5 digits, so a little over 2x; quadratic output would be over 4x.
+[ $((large * 10)) -le $((small * 23)) ] || fail "chain output not linear: $small vs $large bytes"
 
 # --- errors -------------------------------------------------------------------------------------
 run "$KVINDEX" replay "$SAMPLE" --to-trace "$TMP/x.jsonl"

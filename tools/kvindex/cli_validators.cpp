@@ -1,10 +1,14 @@
 #include "cli_validators.h"
 
+#include <sys/stat.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <system_error>
 
+#include "kvindex/core/utf8.h"
 #include "kvindex/sim/block_cache.h"
 
 namespace kvindex::cli {
@@ -116,7 +120,7 @@ CLI::Validator FiniteNumber(bool zero_ok, const char* description, const char* w
         const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
         const bool whole = !item.empty() && end == item.c_str() + item.size();
         if (!whole || !std::isfinite(value) || value < 0 || (!zero_ok && value == 0)) {
-          return "'" + text + "' is not " + what;
+          return "'" + ToValidUtf8(text) + "' is not " + what;
         }
         return std::string();
       },
@@ -127,5 +131,67 @@ CLI::Validator FiniteNumber(bool zero_ok, const char* description, const char* w
 
 CLI::Validator Positive() { return FiniteNumber(false, "POSITIVE", "a positive number"); }
 CLI::Validator NonNegative() { return FiniteNumber(true, "NONNEGATIVE", "a non-negative number"); }
+
+CLI::Validator Seconds(bool zero_ok) {
+  const std::string what = std::string(zero_ok ? "a non-negative" : "a positive") +
+                           " number of seconds (at most 1e9)";
+  return CLI::Validator(
+      [zero_ok, what](std::string& text) {
+        std::string item = text;
+        TrimBlanks(item);
+        char* end = nullptr;
+        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+        const bool whole = !item.empty() && end == item.c_str() + item.size();
+        if (!whole || !std::isfinite(value) || value < 0 || (!zero_ok && value == 0) ||
+            value > kMaxSeconds) {
+          return "'" + ToValidUtf8(text) + "' is not " + what;
+        }
+        return std::string();
+      },
+      "SECONDS");
+}
+
+CLI::Validator RealIn(double min, double max, bool zero_ok) {
+  std::ostringstream range;
+  range << "a number in [" << min << ", " << max << "]" << (zero_ok ? " or 0" : "");
+  const std::string what = range.str();
+  return CLI::Validator(
+      [min, max, zero_ok, what](std::string& text) {
+        std::string item = text;
+        TrimBlanks(item);
+        char* end = nullptr;
+        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+        const bool whole = !item.empty() && end == item.c_str() + item.size();
+        if (!whole || !std::isfinite(value) ||
+            !((zero_ok && value == 0) || (value >= min && value <= max))) {
+          return "'" + ToValidUtf8(text) + "' is not " + what;
+        }
+        return std::string();
+      },
+      "NUMBER");
+}
+
+CLI::Validator InputFile() {
+  return CLI::Validator(
+      [](std::string& path) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) return std::string();
+        if (S_ISDIR(st.st_mode)) return ToValidUtf8(path) + ": is a directory";
+        if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+          return ToValidUtf8(path) + ": not a regular file";
+        }
+        return std::string();
+      },
+      std::string());
+}
+
+CLI::Validator Utf8() {
+  return CLI::Validator(
+      [](std::string& text) {
+        if (IsValidUtf8(text)) return std::string();
+        return "'" + ToValidUtf8(text) + "' is not valid UTF-8";
+      },
+      std::string());
+}
 
 }  // namespace kvindex::cli

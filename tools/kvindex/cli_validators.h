@@ -47,6 +47,28 @@ CLI::Validator ZeroOrAtLeast(uint64_t min, std::string why);
 CLI::Validator Positive();
 CLI::Validator NonNegative();
 
+// The longest duration a flag in seconds takes: 10^9 s (about 31 years). Durations become
+// millisecond or nanosecond counts, which a larger value would overflow.
+inline constexpr double kMaxSeconds = 1e9;
+
+// A check for a duration in seconds: a finite number, positive (or, with `zero_ok`, not
+// negative), at most kMaxSeconds: "'X' is not a positive number of seconds (at most 1e9)".
+CLI::Validator Seconds(bool zero_ok);
+
+// A check for a finite number in [min, max] (or, with `zero_ok`, also exactly 0): "'X' is not a
+// number in [MIN, MAX][ or 0]". For rates and pace factors whose reciprocal becomes a duration.
+CLI::Validator RealIn(double min, double max, bool zero_ok);
+
+// A check for a file that is read to its end (a trace, a query list, a config): a path that
+// exists must be a file or a pipe, not a directory or a device (/dev/zero never ends). A missing
+// path passes, for the command's own "cannot open" error. Fails with "PATH: is a directory" or
+// "PATH: not a regular file".
+CLI::Validator InputFile();
+
+// A check for text that goes into names and JSON (a model, a tenant, a source spec): it must be
+// valid UTF-8 (kvindex/core/utf8.h). The message shows the text with its bad bytes replaced.
+CLI::Validator Utf8();
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_CLI_VALIDATORS_H_

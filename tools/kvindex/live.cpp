@@ -15,6 +15,8 @@
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/core/clock.h"
 
+#include "report.h"
+
 namespace kvindex::cli {
 
 Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& specs,
@@ -216,17 +218,7 @@ std::string SummaryText(const SubscriberStatus& status, double elapsed_s) {
 }
 
 Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
-  const std::string text = json.dump(2) + "\n";
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return Status::Ok();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IoError("--json " + path + ": cannot create");
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("--json " + path + ": write failed");
-  return Status::Ok();
+  return WriteJson(path, json).WithContext("--json");
 }
 
 }  // namespace kvindex::cli

@@ -22,6 +22,7 @@
 
 #include "kvindex/core/address.h"
 #include "kvindex/core/json_depth.h"
+#include "kvindex/core/utf8.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -293,7 +294,7 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
   client.set_read_timeout(60, 0);
   client.set_tcp_nodelay(true);
   const std::string path = request.kind == QueryKind::kTokens ? "/query" : "/query_by_hash";
-  const std::string body = RequestBody(request, options.explain).dump();
+  const std::string body = DumpJson(RequestBody(request, options.explain));
   httplib::Result res = client.Post(path.c_str(), body, "application/json");
   const std::string where = url.text + path;
   if (!res) {
@@ -315,6 +316,11 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
     }
     while (!message.empty() && (message.back() == '\n' || message.back() == '\r'))
       message.pop_back();
+    // One stderr line, valid UTF-8, whatever the server sent.
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::replace(message.begin(), message.end(), '\r', ' ');
+    if (message.size() > 1000) message = message.substr(0, 1000) + "...";
+    MakeValidUtf8(message);
     return Status::Unavailable(where + ": HTTP " + std::to_string(res->status) + ": " + message);
   }
   if (answer.is_discarded()) return Status::Malformed(where + ": the answer is not JSON");
@@ -341,9 +347,11 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
     for (const auto& [name, why] : it->items()) {
       MatchExplanation e;
       e.instance = name;
+      // A member of another type reads as absent (value() would throw on it).
+      e.reason = "?";
       if (why.is_object()) {
-        e.reason = why.value("reason", std::string("?"));
-        e.detail = why.value("detail", std::string());
+        if (auto r = why.find("reason"); r != why.end() && r->is_string()) e.reason = *r;
+        if (auto d = why.find("detail"); d != why.end() && d->is_string()) e.detail = *d;
       }
       explanations.push_back(std::move(e));
     }
@@ -376,8 +384,15 @@ Status RunQuery(const QueryOptions& options) {
     KVINDEX_ASSIGN_OR_RETURN(explanations, ExplainMatch(loaded->index(), request, *match, sources));
   }
   if (!options.json.empty()) {
-    nlohmann::json out = nlohmann::json::parse(RenderQueryAnswer(*match, request.match.tenant));
-    if (options.explain) out["explain"] = nlohmann::json::parse(RenderExplanations(explanations));
+    nlohmann::json out =
+        nlohmann::json::parse(RenderQueryAnswer(*match, request.match.tenant), nullptr, false);
+    const nlohmann::json explain =
+        options.explain ? nlohmann::json::parse(RenderExplanations(explanations), nullptr, false)
+                        : nlohmann::json();
+    if (!out.is_object() || explain.is_discarded()) {
+      return Status::Internal("the answer did not render as JSON");
+    }
+    if (options.explain) out["explain"] = explain;
     KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, out));
     if (options.json == "-") return Status::Ok();
   }
@@ -395,7 +410,8 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
       "How many leading tokens of a prompt each instance holds, per tier and DP rank, "
       "answered from a capture or by a running server");
   auto* capture =
-      cmd->add_option("--capture", options->capture, "The files of one capture (.kvcap), in order");
+      cmd->add_option("--capture", options->capture, "The files of one capture (.kvcap), in order")
+          ->check(cli::InputFile());
   cmd->add_option("--server", options->server,
                   "Ask a running server instead (http://HOST:PORT): kvindex subscribe --http, or "
                   "the upstream conductor")
@@ -403,13 +419,16 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_flag("--explain", options->explain,
                 "Also say why each instance that matched nothing did (unknown model or scope, "
                 "block size, salt, LoRA, first block absent)");
-  cmd->add_option("--model", options->model, "Model name of the query's scope")->required();
+  cmd->add_option("--model", options->model, "Model name of the query's scope")
+      ->required()
+      ->check(cli::Utf8());
   // A token list may hold thousands of ids; CLI11 splits, checks and converts them item by item.
   CommaList(cmd->add_option("--tokens", options->tokens, "Prompt token ids, comma separated"))
       ->transform(Decimal())
       ->check(CLI::Range(TokenId{0}, std::numeric_limits<TokenId>::max()).description(""));
   cmd->add_option("--tokens-file", options->tokens_file,
-                  "File of prompt token ids (comma/whitespace separated, or a JSON array)");
+                  "File of prompt token ids (comma/whitespace separated, or a JSON array)")
+      ->check(cli::InputFile());
   CommaList(cmd->add_option("--hashes", options->hashes,
                             "Engine block hashes instead of tokens, comma separated (decimal, 0x "
                             "hex, or negative for SGLang)"))
@@ -420,10 +439,13 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--block-size", options->block_size,
                   "Tokens per block (default: each instance's own)")
       ->check(cli::Positive());
-  cmd->add_option("--tenant", options->tenant, "Tenant (default: default)");
-  cmd->add_option("--lora-name", options->lora_name, "LoRA adapter name (default: none)");
-  cmd->add_option("--salt", options->salt, "The request's cache_salt (default: none)");
-  cmd->add_option("--instance", options->instances, "Answer only for this instance (repeatable)");
+  cmd->add_option("--tenant", options->tenant, "Tenant (default: default)")->check(cli::Utf8());
+  cmd->add_option("--lora-name", options->lora_name, "LoRA adapter name (default: none)")
+      ->check(cli::Utf8());
+  cmd->add_option("--salt", options->salt, "The request's cache_salt (default: none)")
+      ->check(cli::Utf8());
+  cmd->add_option("--instance", options->instances, "Answer only for this instance (repeatable)")
+      ->check(cli::Utf8());
   cmd->add_option("--json", options->json, "Write the /query answer to FILE ('-' = stdout)");
   cmd->callback([options, &outcome] {
     outcome.command = "query";

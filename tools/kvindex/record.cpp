@@ -100,14 +100,16 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
       "Record live KV-event sources into a capture file: raw frames, replayed batches marked, "
       "gaps/lost/restarts/malformed observed (docs/capture-format.md)");
   cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")");
+                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
+      ->check(cli::Utf8());
   cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->check(cli::InputFile());
   cmd->add_option("--out", options->out, "Capture file to create (rotated files: NAME.1.EXT, ...)")
       ->required();
   cmd->add_flag("--force", options->overwrite, "Overwrite --out if it exists");
   cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--count", options->count, "Stop after N live messages (all sources)")
       ->check(cli::Positive());
   cmd->add_option("--rotate-bytes", options->rotate_bytes,
@@ -115,17 +117,17 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(cli::Positive());
   cmd->add_option("--rotate-seconds", options->rotate_seconds,
                   "Start a new file once the current one is S seconds old")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--fsync-interval", options->fsync_interval,
                   "fsync the capture every S seconds while data arrives, on a thread of its own "
                   "(default 1; 0 = on the recording thread after every poll cycle)")
-      ->check(cli::NonNegative());
+      ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--stats-interval", options->stats_interval,
                   "A status line on stderr every S seconds (0 = none; default 5)")
-      ->check(cli::NonNegative());
+      ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
   cmd->callback([options, &outcome] {
     outcome.command = "record";

@@ -137,12 +137,14 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       "capture and report, dump or query it");
   cmd->add_option("INPUT", options->inputs,
                   "A request trace (.jsonl), or the files of one capture (.kvcap) in order")
-      ->required();
+      ->required()
+      ->check(cli::InputFile());
   cmd->add_flag("--dump", options->dump,
                 "Capture: print every applied event as one JSON line (docs/cli.md)");
   cmd->add_option("--queries", options->queries,
                   "Capture: answer the queries of FILE (JSON lines) at their 'after' positions; "
-                  "exit 1 if an 'expect' differs");
+                  "exit 1 if an 'expect' differs")
+      ->check(cli::InputFile());
   cmd->add_option("--max-blocks", options->max_blocks,
                   "Capture: cap the index at N resident blocks (least recently touched evicted)")
       ->check(cli::Positive());
@@ -189,7 +191,7 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(CLI::IsMember({"simulate", "storage-benchmark"}));
   cmd->add_option("--window", options->window_s,
                   "Also count per time window of S seconds (JSON 'windows', CSV rows)")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--csv", options->csv,
                   "Write CSV to FILE ('-' = stdout): one line per configuration, or per window "
                   "and instance with --window");

@@ -314,7 +314,7 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
     if (exporter) exporter->OnApplied(source, seq, recv_ns, batch);
     if (args.dump) {
       for (const Event& event : batch.events) {
-        output.out += DumpLine(source, seq, recv_ns, batch, event).dump();
+        output.out += DumpJson(DumpLine(source, seq, recv_ns, batch, event));
         output.out += '\n';
       }
       output.Flush(false);

@@ -66,9 +66,11 @@ std::string FormatPercent(double ratio) {
   return buf;
 }
 
-Status WriteJson(const std::string& path, const nlohmann::json& value) {
-  const std::string text =
-      value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+std::string DumpJson(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -78,10 +80,19 @@ Status WriteJson(const std::string& path, const nlohmann::json& value) {
   if (file == nullptr) {
     return Status::IoError(path + ": cannot write: " + std::strerror(errno));
   }
+  errno = 0;
   const size_t written = std::fwrite(text.data(), 1, text.size(), file);
-  const bool closed = std::fclose(file) == 0;
-  if (written != text.size() || !closed) return Status::IoError(path + ": write failed");
+  int err = written != text.size() ? errno : 0;
+  if (std::fclose(file) != 0 && err == 0) err = errno != 0 ? errno : EIO;
+  if (written != text.size() || err != 0) {
+    return Status::IoError(path + ": write failed" +
+                           (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+  }
   return Status::Ok();
+}
+
+Status WriteJson(const std::string& path, const nlohmann::json& value) {
+  return WriteTextFile(path, DumpJson(value, 2) + "\n");
 }
 
 Status FlushStdout() {

@@ -32,8 +32,18 @@ std::string FormatCount(uint64_t value);
 // "36.64%": a ratio in [0, 1] as a percentage with two decimals.
 std::string FormatPercent(double ratio);
 
+// `value` as JSON text (`indent` as nlohmann's dump()), never throwing: invalid UTF-8 in a string
+// becomes U+FFFD, one per maximal ill-formed subsequence, the project's policy (core/utf8.h;
+// tests/json_utf8_replace_test.cpp checks nlohmann's handler against it).
+std::string DumpJson(const nlohmann::json& value, int indent = -1);
+
+// Writes `text` to `path` ("-" = stdout, flushed). Fails with kIoError "PATH: cannot write: WHY"
+// when the file cannot be created, or "PATH: write failed[: WHY]" when a write or the close fails
+// (e.g. a full device); on stdout a failure is left to FlushStdout().
+Status WriteTextFile(const std::string& path, const std::string& text);
+
 // Writes `value` (pretty-printed, with a final newline) to `path`, or to stdout when `path` is
-// "-". Fails with kIoError naming the path.
+// "-". Fails as WriteTextFile().
 Status WriteJson(const std::string& path, const nlohmann::json& value);
 
 // Flushes stdout (C stdio and std::cout) and reports whether everything printed reached it:

@@ -133,29 +133,32 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       "Keep a live prefix index of KV-event sources (gap recovery, restarts, backfill), "
       "optionally recording a capture");
   cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")");
+                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
+      ->check(cli::Utf8());
   cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->check(cli::InputFile());
   cmd->add_option("--record", options->record, "Also record a capture to FILE");
   cmd->add_flag("--force", options->force, "Overwrite the --record file if it exists");
   cmd->add_option("--fsync-interval", options->fsync_interval,
                   "fsync the --record capture every S seconds while new data arrives, on a thread "
                   "of its own (default 1; 0 = on the recording thread after every poll cycle)")
-      ->check(cli::NonNegative());
+      ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--warm-from", options->warm_from,
                   "Apply capture file(s) before going live (a rotated capture: every file, in "
                   "order)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->check(cli::InputFile());
   cmd->add_option("--max-blocks", options->max_blocks,
                   "At most N resident blocks (least recently touched evicted first; 0 = no limit)");
   cmd->add_option("--stats-interval", options->stats_interval,
                   "A status line on stderr every S seconds (0 = none; default 5)")
-      ->check(cli::NonNegative());
+      ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
-      ->check(cli::Positive());
+      ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_flag("--strict", options->strict, "The first bad message is fatal (exit 1)");
   cmd->add_option("--json", options->json, "Write the summary as JSON to FILE ('-' = stdout)");
   AddHttpOptions(cmd, options->http);

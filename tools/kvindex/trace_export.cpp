@@ -173,7 +173,18 @@ void TraceExporter::OnStored(const SourceConfig& source, SourceState& state,
     ++stats_.copies;
     return;
   }
-  WriteRequest(previous, recv_ns);
+  if (pending_ && pending_->source == &state && parent != kNone && parent == pending_->last_node) {
+    pending_->last_node = previous;  // the same prompt, grown: one request, keeping its time
+    return;
+  }
+  WritePending();
+  pending_ = Pending{&state, previous, recv_ns};
+}
+
+void TraceExporter::WritePending() {
+  if (!pending_) return;
+  WriteRequest(pending_->last_node, pending_->recv_ns);
+  pending_.reset();
 }
 
 void TraceExporter::WriteRequest(uint32_t last_node, int64_t recv_ns) {
@@ -211,6 +222,7 @@ void TraceExporter::Flush() {
 }
 
 Status TraceExporter::Finish() {
+  WritePending();
   Flush();
   bool ok = !write_failed_ && std::fflush(file_) == 0;
   if (file_ != stdout) {

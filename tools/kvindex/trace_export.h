@@ -7,6 +7,11 @@
 // its own blocks. Blocks are identified by (scope, kvindex prefix hash) and numbered densely in
 // first-seen order, so the same prefix gets the same id in every request and from every source.
 //
+// A stored event that extends the request just before it (same source, its parent that
+// request's last block) is that prompt growing (decode, a prefill published in chunks): the
+// request is lengthened, not repeated, so a chain of N blocks stored one at a time is one request
+// of N ids and the output stays linear in the blocks stored.
+//
 // Thread safety: none; one thread (the one reading the capture) drives an exporter.
 #ifndef KVINDEX_TOOLS_TRACE_EXPORT_H_
 #define KVINDEX_TOOLS_TRACE_EXPORT_H_
@@ -84,6 +89,7 @@ class TraceExporter {
   uint32_t ScopeId(const SourceConfig& source, const EventScopeFields& scope, uint32_t block_size);
   uint32_t IdOf(uint32_t scope, uint64_t prefix);
   void WriteRequest(uint32_t last_node, int64_t recv_ns);
+  void WritePending();
   void Flush();
 
   std::string path_;
@@ -108,6 +114,14 @@ class TraceExporter {
   std::optional<int64_t> first_ns_;
   int64_t last_us_ = 0;
   std::vector<uint32_t> chain_;  // scratch
+  // The latest request, written when the next one starts (or at Finish) so that an extension
+  // can still lengthen it.
+  struct Pending {
+    const SourceState* source = nullptr;
+    uint32_t last_node = kNone;
+    int64_t recv_ns = 0;
+  };
+  std::optional<Pending> pending_;
   TraceExportStats stats_;
 };
 

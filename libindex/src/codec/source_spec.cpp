@@ -370,7 +370,8 @@ std::string SourceConfigToJson(const SourceConfig& c) {
   if (c.bind) j["bind"] = true;
   if (c.hash_standard) j["hash"] = "standard";
   if (c.hash_seed != kDefaultHashSeed) j["hash_seed"] = c.hash_seed;
-  return j.dump();
+  // Names are kept byte for byte; written out, invalid UTF-8 becomes U+FFFD (core/utf8.h).
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<SourceConfig> SourceConfigFromJson(std::string_view text) {

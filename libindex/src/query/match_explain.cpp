@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -17,29 +20,52 @@ std::string Hex(uint64_t value) {
 
 std::string Quoted(const std::string& value) { return "'" + value + "'"; }
 
+// Explains instance after instance. Everything that does not depend on the instance — which
+// sources serve which instance, the salts and LoRAs the stored events carry, the answer to the
+// query as asked of every instance — is computed once, so that explaining N instances costs
+// O(N) probes and lookups, not O(N) scans of every source and scope each.
 class Explainer {
  public:
   Explainer(const PrefixIndex& index, const QueryRequest& request,
             std::span<const SourceConfig> sources)
-      : index_(index), request_(request), sources_(sources), scopes_(index.scopes()) {}
-
-  // The answer for `instance` alone under `query` (nullptr when the index leaves it out).
-  Result<std::optional<InstanceMatch>> Probe(MatchQuery query, const std::string& instance,
-                                             bool named = true) const {
-    query.instances.clear();
-    if (named) query.instances.push_back(instance);
-    Result<PrefixMatch> match =
-        request_.kind == QueryKind::kTokens ? index_.MatchTokens(query, request_.tokens)
-        : request_.kind == QueryKind::kEngineHashes
-            ? index_.MatchEngineHashes(query, request_.engine_hashes)
-            : index_.MatchPrefixHashes(query, request_.prefix_hashes);
-    if (!match.ok()) return match.status();
-    const InstanceMatch* found = match->Find(instance);
-    if (found == nullptr) return std::optional<InstanceMatch>();
-    return std::optional<InstanceMatch>(*found);
+      : index_(index), request_(request), sources_(sources) {
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      const SourceConfig& s = sources_[i];
+      named_[s.name].push_back(i);
+      serving_[s.name].push_back(i);
+      for (const std::string& served : s.serves) {
+        if (served != s.name) serving_[served].push_back(i);
+      }
+    }
+    // The carried values of the query's tenant and model, distinct, in first-seen order.
+    const MatchQuery& q = request_.match;
+    std::unordered_set<std::string> salts, loras;
+    for (const Scope& scope : index.scopes()) {
+      if (scope.tenant != q.tenant || scope.model != q.model || scope.group != q.group) continue;
+      if (salts.insert(scope.salt).second) carried_salts_.push_back(scope.salt);
+      if (loras.insert(scope.lora).second) carried_loras_.push_back(scope.lora);
+    }
   }
 
-  Result<MatchExplanation> Explain(const std::string& instance) const {
+  // The answer for `instance` alone under `query` (nullptr when the index leaves it out).
+  Result<std::optional<InstanceMatch>> Probe(MatchQuery query, const std::string& instance) const {
+    query.instances.assign(1, instance);
+    KVINDEX_ASSIGN_OR_RETURN(PrefixMatch match, Ask(query));
+    return Found(match, instance);
+  }
+
+  // The answer for `instance` in the query as asked of every instance (computed once).
+  Result<std::optional<InstanceMatch>> Listed(const std::string& instance) {
+    if (!listed_) {
+      MatchQuery query = request_.match;
+      query.instances.clear();
+      KVINDEX_ASSIGN_OR_RETURN(PrefixMatch match, Ask(query));
+      listed_ = std::move(match);
+    }
+    return Found(*listed_, instance);
+  }
+
+  Result<MatchExplanation> Explain(const std::string& instance) {
     MatchExplanation out;
     out.instance = instance;
     const MatchQuery& asked = request_.match;
@@ -50,7 +76,7 @@ class Explainer {
                    " (never seen, or unregistered)";
       return out;
     }
-    KVINDEX_ASSIGN_OR_RETURN(auto listed, Probe(asked, instance, /*named=*/false));
+    KVINDEX_ASSIGN_OR_RETURN(auto listed, Listed(instance));
     if (!listed) {
       out.reason = "unknown-scope";
       out.detail = "holds nothing of model " + Quoted(asked.model) + " for tenant " +
@@ -130,25 +156,21 @@ class Explainer {
   // source configures). Probing the instance with each keeps only values it really holds.
   std::vector<Candidate> Candidates(const std::string& asked, const std::string& instance,
                                     std::string SourceConfig::*configured,
-                                    std::string Scope::*carried) const {
+                                    const std::vector<std::string>& carried) const {
     std::vector<Candidate> out = {{asked, ""}};
-    auto add = [&out](const std::string& value, const char* origin) {
-      for (const Candidate& c : out) {
-        if (c.value == value) return;
-      }
-      out.push_back({value, origin});
+    std::unordered_set<std::string> seen = {asked};
+    auto add = [&out, &seen](const std::string& value, const char* origin) {
+      if (seen.insert(value).second) out.push_back({value, origin});
     };
     if (!asked.empty()) add("", "");
-    for (const SourceConfig& s : sources_) {
-      if (Serves(s, instance)) add(s.*configured, "the instance's source configures it");
+    if (auto it = serving_.find(instance); it != serving_.end()) {
+      for (size_t i : it->second)
+        add(sources_[i].*configured, "the instance's source configures it");
     }
-    const MatchQuery& q = request_.match;
     const size_t limit = out.size() + kMaxCarried;
-    for (const Scope& scope : scopes_) {
+    for (const std::string& value : carried) {
       if (out.size() >= limit) break;  // per-request salts may be many: bound the probes
-      if (scope.tenant == q.tenant && scope.model == q.model && scope.group == q.group) {
-        add(scope.*carried, "stored events carry it");
-      }
+      add(value, "stored events carry it");
     }
     return out;
   }
@@ -158,9 +180,9 @@ class Explainer {
   Result<bool> TryScope(const MatchQuery& query, const std::string& instance,
                         MatchExplanation& out) const {
     const std::vector<Candidate> salts =
-        Candidates(query.salt, instance, &SourceConfig::salt, &Scope::salt);
+        Candidates(query.salt, instance, &SourceConfig::salt, carried_salts_);
     const std::vector<Candidate> loras =
-        Candidates(query.lora, instance, &SourceConfig::lora, &Scope::lora);
+        Candidates(query.lora, instance, &SourceConfig::lora, carried_loras_);
     for (int changes = 1; changes <= 2; ++changes) {
       for (size_t si = 0; si < salts.size(); ++si) {
         for (size_t li = 0; li < loras.size(); ++li) {
@@ -194,16 +216,24 @@ class Explainer {
     return false;
   }
 
-  static bool Serves(const SourceConfig& s, const std::string& instance) {
-    return s.name == instance ||
-           std::find(s.serves.begin(), s.serves.end(), instance) != s.serves.end();
+  Result<PrefixMatch> Ask(const MatchQuery& query) const {
+    return request_.kind == QueryKind::kTokens ? index_.MatchTokens(query, request_.tokens)
+           : request_.kind == QueryKind::kEngineHashes
+               ? index_.MatchEngineHashes(query, request_.engine_hashes)
+               : index_.MatchPrefixHashes(query, request_.prefix_hashes);
+  }
+
+  static std::optional<InstanceMatch> Found(const PrefixMatch& match, const std::string& instance) {
+    const InstanceMatch* found = match.Find(instance);
+    if (found == nullptr) return std::nullopt;
+    return *found;
   }
 
   // " (its sources: model 'x' tenant 'y'; ...)" from the source definitions, or "".
   std::string SourcesScopeText(const std::string& instance) const {
     std::set<std::pair<std::string, std::string>> seen;
-    for (const SourceConfig& s : sources_) {
-      if (s.name == instance) seen.emplace(s.model, s.tenant);
+    if (auto it = named_.find(instance); it != named_.end()) {
+      for (size_t i : it->second) seen.emplace(sources_[i].model, sources_[i].tenant);
     }
     if (seen.empty()) return "";
     std::string text = " (its sources are configured for";
@@ -219,7 +249,13 @@ class Explainer {
   const PrefixIndex& index_;
   const QueryRequest& request_;
   std::span<const SourceConfig> sources_;
-  std::vector<Scope> scopes_;  // every scope the index interned
+  // Indices into sources_: the sources named after an instance, and those serving it (named
+  // after it, or listing it in `serves`).
+  std::unordered_map<std::string, std::vector<size_t>> named_;
+  std::unordered_map<std::string, std::vector<size_t>> serving_;
+  std::vector<std::string> carried_salts_;  // of the index's scopes (PrefixIndex::scopes())
+  std::vector<std::string> carried_loras_;
+  std::optional<PrefixMatch> listed_;  // the query as asked, of every instance
   // At most this many values per field are taken from the stored events' scopes (first seen
   // first), so that an index of many per-request salts keeps an explanation to a bounded number
   // of probes.
@@ -240,7 +276,7 @@ Result<std::vector<MatchExplanation>> ExplainMatch(const PrefixIndex& index,
     for (const SourceConfig& s : sources) candidates.insert(s.name);
     for (const InstanceMatch& m : match.instances) candidates.emplace(m.instance);
   }
-  const Explainer explainer(index, request, sources);
+  Explainer explainer(index, request, sources);
   std::vector<MatchExplanation> out;
   for (const std::string& instance : candidates) {
     const InstanceMatch* found = match.Find(instance);

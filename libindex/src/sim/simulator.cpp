@@ -336,8 +336,9 @@ Result<SimReport> Simulate(const PreparedTrace& trace, const SimConfig& config) 
   if (!(config.window_ms >= 0)) return Status::InvalidArgument("window must not be negative");
   if (config.window_ms > 0 && trace.requests() > 0) {
     const double span = trace.timestamp_ms(trace.requests() - 1) - trace.timestamp_ms(0);
-    if (span / config.window_ms > 1e6) {
-      return Status::InvalidArgument("window too short: more than 10^6 windows");
+    // Every window keeps counts per instance: bound the cells, not only the windows.
+    if (span / config.window_ms * config.instances > 1e6) {
+      return Status::InvalidArgument("window too short: more than 10^6 windows x instances");
     }
   }
   Cluster cluster(trace, config);

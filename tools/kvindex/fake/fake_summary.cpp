@@ -1,11 +1,11 @@
 #include "fake/fake_summary.h"
 
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "report.h"
 
 namespace kvindex::cli {
 namespace {
@@ -125,16 +125,11 @@ Status WriteSummary(const PublishFakeOptions& o, ReplayStyle style,
     }
   }
   if (!o.out.empty()) summary["out"] = o.out;
-  PrintLine(o, sources.size(), t);
+  // The JSON first: a summary that cannot be written leaves its error as the one stderr line.
   if (!o.json.empty()) {
-    if (o.json == "-") {
-      std::cout << summary.dump(1) << "\n";
-    } else {
-      std::ofstream out(o.json, std::ios::trunc);
-      out << summary.dump(1) << "\n";
-      if (!out) return Status::IoError(o.json + ": cannot write");
-    }
+    KVINDEX_RETURN_IF_ERROR(WriteTextFile(o.json, DumpJson(summary, 1) + "\n"));
   }
+  PrintLine(o, sources.size(), t);
   return Status::Ok();
 }
 

@@ -194,6 +194,12 @@ Result<TracePrompts> TracePrompts::Load(const std::string& path, uint32_t block_
       ids.push_back(v.get<uint64_t>());
     }
     if (t.requests_ == 0) {
+      if (static_cast<double>(ids.size()) * block_size > static_cast<double>(kMaxGeneratedTokens)) {
+        return Status::InvalidArgument(path + ": line " + std::to_string(line_no) + ": " +
+                                       std::to_string(ids.size()) + " hash ids x --block-size " +
+                                       std::to_string(block_size) +
+                                       " exceed the 200000000 token ids publish-fake generates");
+      }
       for (uint64_t id : ids) {
         auto b = TraceBlockTokens(id, block_size);
         t.first_.insert(t.first_.end(), b.begin(), b.end());
@@ -204,6 +210,12 @@ Result<TracePrompts> TracePrompts::Load(const std::string& path, uint32_t block_
   }
   if (t.requests_ == 0) return Status::Malformed(path + ": no requests in trace");
   return t;
+}
+
+uint64_t TracePrompts::NextTokens(size_t source) const {
+  const auto& list = per_source_[source];
+  if (next_[source] >= list.size()) return 0;
+  return static_cast<uint64_t>(list[next_[source]].size()) * block_size_;
 }
 
 std::optional<std::vector<TokenId>> TracePrompts::Next(size_t source) {

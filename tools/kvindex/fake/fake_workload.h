@@ -91,12 +91,18 @@ class SyntheticPrompts {
 
 // A request trace (Mooncake FAST'25 or Bailian JSONL: only `hash_ids` is needed) as prompts,
 // request i going to source i mod sources.
+// The most token ids a run of publish-fake generates before its first send (all sources, all
+// prompts): about 2 GB with their hashes and encoded payloads. A larger workload is refused.
+inline constexpr uint64_t kMaxGeneratedTokens = 200'000'000;
+
 class TracePrompts {
  public:
   // Reads `path`; errors name the file and line.
   static Result<TracePrompts> Load(const std::string& path, uint32_t block_size, size_t sources);
   // The next prompt of `source`, or nullopt when its share of the trace is exhausted.
   std::optional<std::vector<TokenId>> Next(size_t source);
+  // The token count of the prompt Next(source) returns (hash ids x block size), 0 at the end.
+  uint64_t NextTokens(size_t source) const;
   size_t requests() const { return requests_; }
   // The first request's prompt (for queries).
   const std::vector<TokenId>& first() const { return first_; }

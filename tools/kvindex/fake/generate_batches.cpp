@@ -68,6 +68,9 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
                             (format == WireFormat::kSglang && o.dp_ranks > 1);
   // Timestamps in whole milliseconds (Mooncake RFC batches carry integer milliseconds).
   const int64_t t0_ms = RealtimeNs() / 1'000'000;
+  // Every prompt is materialised before the first send: bounded, so that no flag or trace line
+  // ends in an allocation failure.
+  uint64_t generated = 0;
   for (size_t si = 0; si < sources.size(); ++si) {
     FakeSource& src = sources[si];
     FakeCache cache(o.capacity, style);
@@ -91,6 +94,15 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
         item.restart = true;
       }
       while (pending.size() < (style.store_objects ? 2u : 1u) * o.events_per_batch && !exhausted) {
+        const uint64_t next_tokens = synthetic
+                                         ? uint64_t{o.synth.prompt_blocks} * o.synth.block_size
+                                         : trace->NextTokens(si);
+        if (next_tokens > kMaxGeneratedTokens - std::min(generated, kMaxGeneratedTokens)) {
+          return Status::InvalidArgument(
+              "the workload exceeds the 200000000 token ids publish-fake generates before "
+              "sending: lower --count, --events-per-batch or --block-size");
+        }
+        generated += next_tokens;
         std::optional<std::vector<TokenId>> prompt;
         if (synthetic)
           prompt = synthetic->Next(si);

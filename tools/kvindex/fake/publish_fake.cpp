@@ -17,6 +17,8 @@
 
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/framing.h"
+#include "kvindex/core/address.h"
+#include "kvindex/core/utf8.h"
 
 #include "cli_validators.h"
 #include "commands.h"
@@ -31,6 +33,13 @@
 
 namespace kvindex::cli {
 namespace {
+
+// Bounds of the flags that size what is generated before the first send (docs/cli.md
+// "publish-fake", Limits): ports, batches per source, events per batch, blocks and tokens.
+constexpr uint64_t kMaxPort = 65535;
+constexpr uint64_t kMaxCount = 1'000'000'000;
+constexpr uint64_t kMaxEventsPerBatch = 1'000'000;
+constexpr uint64_t kMaxBlockCount = 1'048'576;
 
 ReplayStyle DefaultReplayStyle(WireFormat f) {
   switch (f) {
@@ -76,6 +85,24 @@ Status CheckOptions(const PublishFakeOptions& o) {
                                    " is smaller than a prompt (--prompt-blocks " +
                                    std::to_string(o.synth.prompt_blocks) + ")");
   }
+  if (o.trace.empty() && o.capture.empty() && o.batches_file.empty()) {
+    if (o.count == 0) {
+      return Status::InvalidArgument(
+          "--count 0: the synthetic workload never ends; give a count (or --trace, --batches, "
+          "--capture)");
+    }
+    auto d = [](uint64_t value) { return static_cast<double>(value); };
+    const double tokens = d(sources) * d(o.count) * d(o.events_per_batch) *
+                              d(o.synth.prompt_blocks) * d(o.synth.block_size) +
+                          d(o.synth.prefixes) * d(o.synth.prefix_blocks) * d(o.synth.block_size);
+    if (tokens > static_cast<double>(kMaxGeneratedTokens)) {
+      return Status::InvalidArgument(
+          "--count: the synthetic workload would be " +
+          std::to_string(static_cast<uint64_t>(tokens)) +
+          " token ids (sources x --count x --events-per-batch x --prompt-blocks x --block-size); "
+          "at most 200000000");
+    }
+  }
   // CLI11 checked each value on its own; NaN passes its range checks, so the doubles once more.
   if (!(o.speed > 0)) return Status::InvalidArgument("--speed must be positive");
   if (!(o.rate >= 0)) return Status::InvalidArgument("--rate must not be negative");
@@ -108,9 +135,27 @@ Status RunPublishFake(const PublishFakeOptions& o) {
   return WriteSummary(o, style, stream.sources, subscriber.model(), network ? &run : nullptr);
 }
 
-// Counts that must be at least 1 (instances, ranks, events per batch, block sizes).
-CLI::Validator AtLeastOne() {
-  return CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()).description("N>=1");
+// A count in [min, max], with the range in --help.
+CLI::Validator Count(uint64_t min, uint64_t max) {
+  return CLI::Range(min, max).description("N in " + std::to_string(min) + ".." +
+                                          std::to_string(max));
+}
+
+// --connect HOST: a host name or address (IPv6 with or without brackets), read by the project's
+// one address parser (core/address.h) as HOST:PORT would be.
+CLI::Validator ConnectHost() {
+  return CLI::Validator(
+      [](std::string& host) {
+        // An empty host has no ':' (front() is never read).
+        const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+        Result<NetAddress> address = ParseNetAddress((ipv6 ? "[" + host + "]" : host) + ":1");
+        if (!address.ok() || !address->scheme.empty() || !address->path.empty() ||
+            address->host.empty() || address->host.find_first_of(" \t/?#@") != std::string::npos) {
+          return "'" + ToValidUtf8(host) + "' is not a host name or address";
+        }
+        return std::string();
+      },
+      "HOST");
 }
 
 // The workload, the sources and their sockets (the first half of --help).
@@ -128,43 +173,54 @@ void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
                 "per-source LRU capacity");
   cmd->add_option("--trace", o.trace,
                   "Workload from a Mooncake/Bailian JSONL trace (hash_ids), request i to source "
-                  "i mod sources; token ids derived from hash ids");
+                  "i mod sources; token ids derived from hash ids")
+      ->check(cli::InputFile());
   cmd->add_option("--capture", o.capture,
-                  "Re-publish a capture's live messages at the recorded pace x --speed");
+                  "Re-publish a capture's live messages at the recorded pace x --speed")
+      ->check(cli::InputFile());
   cmd->add_option("--batches", o.batches_file,
                   "Publish the logical batches of a JSONL file (one {ts, events, dp_rank?} per "
-                  "line, events as vLLM names their fields) on one source");
-  cmd->add_option("--speed", o.speed, "--capture pace multiplier (2 = twice as fast)")
-      ->check(cli::Positive())
+                  "line, events as vLLM names their fields) on one source")
+      ->check(cli::InputFile());
+  cmd->add_option("--speed", o.speed, "--capture pace multiplier (2 = twice as fast; 0.001-10^6)")
+      ->check(cli::RealIn(1e-3, 1e6, /*zero_ok=*/false))
       ->capture_default_str();
   cmd->add_option("--instances", o.instances, "Instances fake-0..fake-(N-1)")
-      ->check(AtLeastOne())
+      ->check(Count(1, kMaxPort))
       ->capture_default_str();
   cmd->add_option("--dp-ranks", o.dp_ranks, "Data-parallel ranks (sources) per instance")
-      ->check(AtLeastOne())
+      ->check(Count(1, kMaxPort))
       ->capture_default_str();
   cmd->add_option("--port", o.port, "Instance i, rank r publishes on port P + i*R + r")
+      ->check(Count(1, kMaxPort))
       ->capture_default_str();
   cmd->add_option("--replay-port", o.replay_port,
                   "Replay ROUTER of instance i, rank r on Q + i*R + r (0 = no replay endpoint)")
+      ->check(Count(0, kMaxPort))
       ->capture_default_str();
   cmd->add_flag("--bind", o.bind, "Bind tcp://*:PORT (the default)");
   cmd->add_option("--connect", o.connect_host,
-                  "Connect to tcp://HOST:PORT instead of binding (the subscriber binds)");
-  cmd->add_option("--topic", o.topic, "Topic frame of every message (default empty)");
+                  "Connect to tcp://HOST:PORT instead of binding (the subscriber binds)")
+      ->check(ConnectHost());
+  cmd->add_option("--topic", o.topic, "Topic frame of every message (default empty)")
+      ->check(cli::Utf8());
   cmd->add_option("--model", o.model, "Model name (sent by Mooncake formats; used in queries)")
+      ->check(cli::Utf8())
       ->capture_default_str();
 }
 
 // The stream, its faults and pace, the answers and outputs, the synthetic workload's shape.
 void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
-  cmd->add_option("--count", o.count, "Batches per source (0 = until the trace or list ends)")
+  cmd->add_option("--count", o.count,
+                  "Batches per source (0 = until the trace, list or capture ends)")
+      ->check(Count(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--events-per-batch", o.events_per_batch, "Events per batch")
-      ->check(AtLeastOne())
+      ->check(Count(1, kMaxEventsPerBatch))
       ->capture_default_str();
-  cmd->add_option("--rate", o.rate, "Batches per second per source (0 = as fast as possible)")
-      ->check(cli::NonNegative())
+  cmd->add_option("--rate", o.rate,
+                  "Batches per second per source (0 = as fast as possible; else 0.001-10^9)")
+      ->check(cli::RealIn(1e-3, 1e9, /*zero_ok=*/true))
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the synthetic workload")->capture_default_str();
   cmd->add_flag("--blast", o.blast,
@@ -183,12 +239,15 @@ void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option(
          "--linger", o.linger,
          "After the last batch, keep serving replay requests until S seconds pass without one")
+      ->check(cli::Seconds(/*zero_ok=*/true))
       ->capture_default_str();
   cmd->add_option("--wait-subscribers", o.wait_subscribers,
                   "Wait until N subscriptions reached every source (XPUB) before publishing");
   cmd->add_option("--wait-timeout", o.wait_timeout, "Seconds --wait-subscribers waits at most")
+      ->check(cli::Seconds(/*zero_ok=*/true))
       ->capture_default_str();
   cmd->add_option("--hwm", o.hwm, "Send high-water mark in messages (--blast: unlimited)")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option(
       "--emit-queries", o.emit_queries,
@@ -200,15 +259,17 @@ void AddStreamFlags(CLI::App* cmd, PublishFakeOptions& o) {
                   "file instead of publishing");
   cmd->add_option("--json", o.json, "Write the summary as JSON to FILE (- = stdout)");
   cmd->add_option("--block-size", o.synth.block_size, "Tokens per block")
-      ->check(AtLeastOne())
+      ->check(Count(1, kMaxBlockCount))
       ->capture_default_str();
   cmd->add_option("--prompt-blocks", o.synth.prompt_blocks, "Synthetic: full blocks per prompt")
-      ->check(AtLeastOne())
+      ->check(Count(1, kMaxBlockCount))
       ->capture_default_str();
   cmd->add_option("--prefix-blocks", o.synth.prefix_blocks,
                   "Synthetic: leading blocks taken from a shared prefix")
+      ->check(Count(0, kMaxBlockCount))
       ->capture_default_str();
   cmd->add_option("--prefixes", o.synth.prefixes, "Synthetic: distinct shared prefixes")
+      ->check(Count(0, kMaxBlockCount))
       ->capture_default_str();
   cmd->add_option("--zipf", o.synth.zipf,
                   "Synthetic: Zipf exponent of prefix popularity (0 = uniform)")

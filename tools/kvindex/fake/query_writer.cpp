@@ -1,5 +1,7 @@
 #include "fake/query_writer.h"
 
+#include "report.h"
+
 namespace kvindex::cli {
 
 Status QueryWriter::Open(const std::string& path) {
@@ -17,7 +19,7 @@ void QueryWriter::Write(const std::string& model, const std::vector<TokenId>& to
   q["query"] = {{"model", model}, {"token_ids", tokens}};
   if (after) q["after"] = {{"source", after->first}, {"seq", after->second}};
   q["expect"] = expect;
-  out_ << q.dump() << "\n";
+  out_ << DumpJson(q) << "\n";
 }
 
 Status QueryWriter::Finish() {
