@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README.md; .ci/run calls it): installs what is missing, builds kvindex with
-# gcc in Release with warnings as errors, runs every ctest, then builds the unit and fuzz-regression
-# tests with ASan+UBSan (clang) and runs them. After each ctest stage it prints how many tests were
-# skipped and fails unless none was. Exits non-zero on any failure.
+# gcc in Release with warnings as errors, runs every ctest, then builds the unit, fuzz-regression
+# and CLI tests (with the kvindex binary they run) with ASan+UBSan (clang) and runs them. After
+# each ctest stage it prints how many tests were skipped and fails unless none was. Exits non-zero
+# on any failure.
 #   scripts/test.sh            everything
 #   KVINDEX_SKIP_ASAN=1 ...    skip the sanitizer build (local iteration only)
 set -euo pipefail
@@ -51,16 +52,17 @@ ctest --test-dir build/ci -j "$jobs" --output-on-failure --timeout 600 \
 skipped_tests Release build/ci/junit.xml
 
 if [ "${KVINDEX_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== ASan+UBSan build (clang): unit and fuzz-regression tests =="
+  echo "== ASan+UBSan build (clang): unit, fuzz-regression and CLI tests =="
+  asan_start=$(date +%s)
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
-    -DKVINDEX_SANITIZE=address,undefined -DKVINDEX_BUILD_BENCHMARKS=OFF \
-    -DKVINDEX_BUILD_TOOLS=OFF >/dev/null
+    -DKVINDEX_SANITIZE=address,undefined -DKVINDEX_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build build/asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 900 -L 'unit|fuzz-regress' \
+    ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 900 -L 'unit|fuzz-regress|cli' \
     --output-junit junit.xml --test-output-size-passed 16777216 --test-output-size-failed 16777216
   skipped_tests ASan+UBSan build/asan/junit.xml
+  echo "ASan+UBSan stage: $(( $(date +%s) - asan_start )) s"
 fi
 
 echo "scripts/test.sh: all tests passed in $(( $(date +%s) - start )) s"
