@@ -45,6 +45,15 @@ TEST_CASE("IPv6 hosts are written in brackets and read without them") {
   CHECK(!ParseNetAddress("[::1]80").ok());
 }
 
+TEST_CASE("An all-digit host in brackets reads back as a host, not as a port") {
+  const NetAddress a = Parse("[0]");
+  CHECK(a.host == "0");
+  CHECK(!a.port);
+  CHECK(a.ToString() == "[0]");
+  CHECK(Parse(a.ToString()).host == "0");
+  CHECK(Parse("tcp://[12]:80").ToString() == "tcp://12:80");
+}
+
 TEST_CASE("A port alone, a host alone and a path are each accepted") {
   const NetAddress port = Parse("8080");
   CHECK(port.host.empty());

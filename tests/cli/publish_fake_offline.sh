@@ -177,4 +177,13 @@ run "$KVINDEX" publish-fake --seed 6 --zipf 2 --prefixes 3 --model m1 --count 5 
   --out "$TMP/s3.kvcap" --emit-queries "$TMP/s3.q"
 cmp -s "$TMP/s1.q" "$TMP/s3.q" && fail "another --seed must give other prompts"
 
+# --- --trace: hash ids are unsigned 64-bit, 2^63 and 2^64 - 1 included -------------------------
+printf '%s\n' '{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [9223372036854775808, 18446744073709551615]}' >"$TMP/big.jsonl"
+run "$KVINDEX" publish-fake --format vllm --trace "$TMP/big.jsonl" --count 0 --block-size 4 \
+  --out "$TMP/big.kvcap"
+expect_status 0 "--trace with hash ids of 2^63 and above"
+printf '%s\n' '{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [-1]}' >"$TMP/neg.jsonl"
+run "$KVINDEX" publish-fake --format vllm --trace "$TMP/neg.jsonl" --count 0 --out "$TMP/neg.kvcap"
+expect_status 1 "--trace with a negative hash id"
+
 finish

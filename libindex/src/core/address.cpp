@@ -34,6 +34,9 @@ std::string NetAddress::HostPort() const {
 }
 
 std::string NetAddress::ToString() const {
+  // Without a scheme or a port, an all-digit host would read back as a port alone ("[0]" is host
+  // 0, "0" is port 0): keep its brackets.
+  if (scheme.empty() && !port && AllDigits(host)) return "[" + host + "]" + path;
   std::string out = scheme.empty() ? std::string() : scheme + "://";
   return out + HostPort() + path;
 }

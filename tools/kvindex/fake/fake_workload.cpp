@@ -187,7 +187,7 @@ Result<TracePrompts> TracePrompts::Load(const std::string& path, uint32_t block_
     }
     std::vector<uint64_t> ids;
     for (const auto& v : *it) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      if (!v.is_number_unsigned()) {  // 0 .. 2^64 - 1 (2^63 and above included)
         return Status::Malformed(path + ": line " + std::to_string(line_no) +
                                  ": hash_ids: expected non-negative integers");
       }
