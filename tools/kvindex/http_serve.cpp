@@ -21,8 +21,8 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 
 class SubscriberBackend : public ServerBackend {
  public:
-  SubscriberBackend(PrefixIndex* index, Subscriber* subscriber, std::vector<SourceConfig> sources)
-      : index_(index), subscriber_(subscriber), configs_(std::move(sources)) {}
+  SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources)
+      : subscriber_(subscriber), configs_(std::move(sources)) {}
 
   std::vector<ServedSource> Sources() const override {
     const SubscriberStatus status = subscriber_->status();
@@ -90,7 +90,6 @@ class SubscriberBackend : public ServerBackend {
   }
 
  private:
-  PrefixIndex* index_;
   Subscriber* subscriber_;
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
@@ -153,8 +152,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
   // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  serving->backend = std::make_unique<SubscriberBackend>(&index,
-                                                         &subscriber, sources);
+  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, sources);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;
