@@ -196,6 +196,8 @@ class TokenReader {
   size_t offset() const { return static_cast<size_t>(p_ - base_); }
   size_t remaining() const { return static_cast<size_t>(end_ - p_); }
   bool at_end() const { return p_ >= end_; }
+  // The byte at the position, 0xc1 (never valid msgpack) at the end of the input.
+  uint8_t PeekByte() const { return p_ < end_ ? *p_ : 0xc1; }
   const uint8_t* position() const { return p_; }
   void set_position(const uint8_t* p) { p_ = p; }
 
@@ -203,9 +205,10 @@ class TokenReader {
   // the end of the input still tells its type, for the error message.
   Type PeekType() { return Peek().type; }
 
+  // (Nil is the one-byte 0xc0 that Peek() takes in place; checking the byte spares the call.)
   bool TryNil() {
-    if (Peek().type != Type::kNil) return false;
-    p_ = tok_end_;
+    if (p_ >= end_ || *p_ != 0xc0) return false;
+    ++p_;
     return true;
   }
 
@@ -252,6 +255,12 @@ class TokenReader {
   // Reads any msgpack integer as its 64-bit two's complement bit pattern; `negative` tells whether
   // the value is below zero. False when the value is not an integer or is truncated.
   bool ReadInt(uint64_t& bits, bool& negative) {
+    if (p_ < end_ && *p_ < 0x80) {  // a positive fixint, as Peek() takes it in place
+      bits = *p_;
+      negative = false;
+      ++p_;
+      return true;
+    }
     const TokenVisitor::Token& t = Peek();
     if ((t.type != Type::kUint && t.type != Type::kNegInt) || !tok_complete_) return false;
     bits = t.bits;

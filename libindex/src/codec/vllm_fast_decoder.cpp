@@ -154,10 +154,7 @@ class FastVisitor : public msgpack::null_visitor {
         expect = Expect::kTs;
         return true;
       case Expect::kEvents:
-        events_left = n;
-        // An event is far larger than its smallest encoding: reserve only what the payload could
-        // plausibly hold.
-        out->Reserve(std::min<size_t>(n, payload_size / 16 + 1));
+        Events(n);
         return n == 0 ? AfterEvents() : (expect = Expect::kEvent, true);
       case Expect::kEvent:
         if (n == 0) return Fail();
@@ -195,6 +192,14 @@ class FastVisitor : public msgpack::null_visitor {
   }
 
  private:
+  // Out of line, to keep start_array() small enough for the compiler to inline it into the parse
+  // loop.
+  [[gnu::noinline]] void Events(uint32_t n) {
+    events_left = n;
+    // An event is far larger than its smallest encoding: reserve only what the payload could
+    // plausibly hold.
+    out->Reserve(std::min<size_t>(n, payload_size / 16 + 1));
+  }
   KVINDEX_VISIT bool Fail() {
     expect = Expect::kFailed;
     return false;
@@ -301,7 +306,7 @@ class FastVllmDecoder {
  private:
   bool Uint(uint64_t& v) {
     bool negative;
-    return r_.PeekType() == Type::kUint && r_.ReadInt(v, negative);
+    return (r_.PeekByte() < 0x80 || r_.PeekType() == Type::kUint) && r_.ReadInt(v, negative);
   }
 
   bool Medium(std::optional<Tier>& tier) {
