@@ -363,6 +363,14 @@ class TokenReader {
     const uint8_t* const start = p_;
     uint32_t n;
     if (!ReadArray(n)) return false;
+    if (ReadHashItems(n, out, negative)) return true;
+    return Restore(start);
+  }
+
+  // The items of a hash array whose header (announcing `n`, at most the bytes left) has been
+  // read; as ReadHashes(), with the position unchanged on failure.
+  bool ReadHashItems(uint32_t n, std::vector<EngineHash>& out, bool& negative) {
+    const uint8_t* const start = p_;
     out.clear();
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {

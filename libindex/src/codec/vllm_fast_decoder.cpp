@@ -36,6 +36,11 @@ namespace {
 // event. A parse per run of values rather than per value: each parser call costs some 100
 // instructions of setup, several times what the visitor does with a value.
 
+// Hash lists longer than this are read in place (TokenReader::ReadHashItems, some 10 instructions
+// a uint64 hash against some 40 through the parse loop), which costs the parse of the parent and
+// of the token id array's header on their own, some 200 instructions.
+constexpr uint32_t kVisitedHashes = 4;
+
 // The values FastVisitor expects next.
 enum class Expect : uint8_t {
   kBatch,
@@ -43,7 +48,7 @@ enum class Expect : uint8_t {
   kEvents,
   kEvent,
   kTag,
-  kHashes,
+  kHashes,  // a hash list longer than kVisitedHashes stops the parse at its header
   kHash,
   kParent,
   kTokens,  // a BlockStored's token id array: the parse stops at its header
@@ -164,6 +169,7 @@ class FastVisitor : public msgpack::null_visitor {
         return true;
       case Expect::kHashes:
         hashes_left = n;
+        if (n > kVisitedHashes) return false;  // read in place
         return n == 0 ? AfterHashes() : (expect = Expect::kHash, true);
       case Expect::kTokens:
         tokens = n;
@@ -285,7 +291,11 @@ class FastVllmDecoder {
         r_.set_position(base_ + off);
       } else if (ret == msgpack::PARSE_STOP_VISITOR && v.expect == Expect::kTokens) {
         r_.set_position(base_ + off + 1);  // `off` is the header's last byte
-        if (!StoredTail(*v.stored, v.tokens, v.event_len)) return false;
+        if (!TokenIds(*v.stored, v.tokens) || !StoredTail(*v.stored, v.event_len)) return false;
+        v.EventDone();
+      } else if (ret == msgpack::PARSE_STOP_VISITOR && v.expect == Expect::kHashes) {
+        r_.set_position(base_ + off + 1);
+        if (!LongHashes(v)) return false;
         v.EventDone();
       } else {
         return false;
@@ -323,12 +333,37 @@ class FastVllmDecoder {
     return true;
   }
 
-  // A BlockStored from its token ids on (the array's header announced `tokens`). Fields the
-  // general decoder left reset (EventSlots) come back reset here too: only the fields read are
-  // written.
-  bool StoredTail(BlockStored& ev, uint32_t tokens, uint32_t n) {
+  // The token ids of a BlockStored whose array header (announcing `tokens`) has been parsed.
+  bool TokenIds(BlockStored& ev, uint32_t tokens) {
     if (tokens > kMaxTokensPerEvent || tokens > r_.remaining()) return false;
-    if (!r_.ReadTokenIdItems(tokens, ev.token_ids)) return false;
+    return r_.ReadTokenIdItems(tokens, ev.token_ids);
+  }
+
+  // The rest of an event from its hash list's items on (the parse stopped at a long list's
+  // header, v.hashes_left its count).
+  bool LongHashes(FastVisitor& v) {
+    bool negative = false;
+    if (v.hashes_left > r_.remaining()) return false;
+    if (v.removed != nullptr) {
+      BlockRemoved& ev = *v.removed;
+      if (!r_.ReadHashItems(v.hashes_left, ev.block_hashes, negative)) return false;
+      if (v.event_len > 2 && !Medium(ev.tier)) return false;
+      if (v.event_len > 3 && !OptU32(ev.scope.group)) return false;
+      return true;
+    }
+    BlockStored& ev = *v.stored;
+    if (!r_.ReadHashItems(v.hashes_left, ev.block_hashes, negative)) return false;
+    if (!r_.TryNil()) {
+      uint64_t parent;
+      if (!Uint(parent)) return false;
+      ev.parent = EngineHash{parent};
+    }
+    return r_.ReadTokenIds(ev.token_ids, kMaxTokensPerEvent) && StoredTail(ev, v.event_len);
+  }
+
+  // A BlockStored from its block size on. Fields the general decoder left reset (EventSlots)
+  // come back reset here too: only the fields read are written.
+  bool StoredTail(BlockStored& ev, uint32_t n) {
     uint64_t block_size;
     if (!Uint(block_size) || block_size > UINT32_MAX) return false;
     ev.scope.block_size = static_cast<uint32_t>(block_size);
