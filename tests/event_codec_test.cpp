@@ -624,6 +624,34 @@ std::vector<EventBatch> FastPathBatches() {
     if (variant == 11) batch.events.emplace_back(AllCleared{});  // outside the fast shape
     out.push_back(std::move(batch));
   }
+  // Hash lists longer than the fast path's parse takes item by item (it reads those in place),
+  // each event kind first and after the other.
+  for (int variant = 0; variant < 2; ++variant) {
+    EventBatch batch;
+    batch.ts = 1750000100.5 + variant;
+    if (variant == 1) batch.dp_rank = 3;
+    BlockStored stored;
+    for (size_t b = 0; b < 6; ++b) {
+      stored.block_hashes.push_back(EngineHash{hashes[(variant * 5 + b) % 11]});
+      for (size_t t = 0; t < 2; ++t) stored.token_ids.push_back(tokens[(b * 2 + t) % 12]);
+    }
+    if (variant == 0) stored.parent = EngineHash{~uint64_t{0}};
+    stored.scope.block_size = 2;
+    stored.tier = variant == 0 ? Tier::Gpu() : Tier::Cpu();
+    if (variant == 1) stored.scope.group = 4;
+    BlockRemoved removed;
+    for (size_t b = 0; b < 5; ++b) removed.block_hashes.push_back(EngineHash{hashes[(b + 3) % 11]});
+    if (variant == 1) removed.tier = Tier::Cpu();
+    if (variant == 1) removed.scope.group = 0;
+    if (variant == 0) {
+      batch.events.emplace_back(std::move(stored));
+      batch.events.emplace_back(std::move(removed));
+    } else {
+      batch.events.emplace_back(std::move(removed));
+      batch.events.emplace_back(std::move(stored));
+    }
+    out.push_back(std::move(batch));
+  }
   return out;
 }
 

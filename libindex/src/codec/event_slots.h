@@ -25,7 +25,11 @@ namespace kvindex::codec_internal {
 class EventSlots {
  public:
   explicit EventSlots(std::vector<Event>& events) : events_(events) {}
-  ~EventSlots() { events_.resize(used_); }
+  // (used_ never exceeds the size; the check skips resize()'s out-of-line call when a reused
+  // batch keeps its event count, the steady state.)
+  ~EventSlots() {
+    if (used_ != events_.size()) events_.resize(used_);
+  }
   EventSlots(const EventSlots&) = delete;
   EventSlots& operator=(const EventSlots&) = delete;
 

@@ -25,8 +25,10 @@
 #define KVINDEX_SRC_CODEC_TOKEN_READER_H_
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -194,6 +196,8 @@ class TokenReader {
   size_t offset() const { return static_cast<size_t>(p_ - base_); }
   size_t remaining() const { return static_cast<size_t>(end_ - p_); }
   bool at_end() const { return p_ >= end_; }
+  // The byte at the position, 0xc1 (never valid msgpack) at the end of the input.
+  uint8_t PeekByte() const { return p_ < end_ ? *p_ : 0xc1; }
   const uint8_t* position() const { return p_; }
   void set_position(const uint8_t* p) { p_ = p; }
 
@@ -201,9 +205,10 @@ class TokenReader {
   // the end of the input still tells its type, for the error message.
   Type PeekType() { return Peek().type; }
 
+  // (Nil is the one-byte 0xc0 that Peek() takes in place; checking the byte spares the call.)
   bool TryNil() {
-    if (Peek().type != Type::kNil) return false;
-    p_ = tok_end_;
+    if (p_ >= end_ || *p_ != 0xc0) return false;
+    ++p_;
     return true;
   }
 
@@ -250,6 +255,12 @@ class TokenReader {
   // Reads any msgpack integer as its 64-bit two's complement bit pattern; `negative` tells whether
   // the value is below zero. False when the value is not an integer or is truncated.
   bool ReadInt(uint64_t& bits, bool& negative) {
+    if (p_ < end_ && *p_ < 0x80) {  // a positive fixint, as Peek() takes it in place
+      bits = *p_;
+      negative = false;
+      ++p_;
+      return true;
+    }
     const TokenVisitor::Token& t = Peek();
     if ((t.type != Type::kUint && t.type != Type::kNegInt) || !tok_complete_) return false;
     bits = t.bits;
@@ -305,20 +316,29 @@ class TokenReader {
     const uint8_t* const start = p_;
     uint32_t n;
     if (!ReadArray(n) || n > max) return Restore(start);
+    if (ReadTokenIdItems(n, out)) return true;
+    return Restore(start);
+  }
+
+  // The items of a token id array whose header (announcing `n`, at most the bytes left) has
+  // been read; as ReadTokenIds(), with the position unchanged on failure.
+  bool ReadTokenIdItems(uint32_t n, std::vector<TokenId>& out) {
+    const uint8_t* const start = p_;
     out.resize(n);
     TokenId* dst = out.data();
     const uint8_t* p = p_;
+    const uint8_t* const end = end_;  // (a local: the stores through dst may alias the member)
     for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t b = p < end_ ? *p : 0xc1;
-      const size_t left = static_cast<size_t>(end_ - p);
+      const uint8_t b = p < end ? *p : 0xc1;
+      const size_t left = static_cast<size_t>(end - p);
       if (b < 0x80) {
         dst[i] = b;
         p += 1;
       } else if (b == 0xce && left >= 5) {
-        dst[i] = (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | p[4];
+        dst[i] = BigEndian<uint32_t>(p + 1);
         p += 5;
       } else if (b == 0xcd && left >= 3) {
-        dst[i] = static_cast<TokenId>((p[1] << 8) | p[2]);
+        dst[i] = BigEndian<uint16_t>(p + 1);
         p += 3;
       } else if (b == 0xcc && left >= 2) {
         dst[i] = p[1];
@@ -343,13 +363,20 @@ class TokenReader {
     const uint8_t* const start = p_;
     uint32_t n;
     if (!ReadArray(n)) return false;
+    if (ReadHashItems(n, out, negative)) return true;
+    return Restore(start);
+  }
+
+  // The items of a hash array whose header (announcing `n`, at most the bytes left) has been
+  // read; as ReadHashes(), with the position unchanged on failure.
+  bool ReadHashItems(uint32_t n, std::vector<EngineHash>& out, bool& negative) {
+    const uint8_t* const start = p_;
     out.clear();
     out.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* p = p_;
       if (end_ - p >= 9 && (*p == 0xcf || *p == 0xd3)) {  // uint64, int64
-        uint64_t v = 0;
-        for (int k = 1; k <= 8; ++k) v = (v << 8) | p[k];
+        const uint64_t v = BigEndian<uint64_t>(p + 1);
         negative |= *p == 0xd3 && static_cast<int64_t>(v) < 0;
         out.push_back(EngineHash{v});
         p_ = p + 9;
@@ -379,6 +406,20 @@ class TokenReader {
   }
 
  private:
+  // The big-endian unsigned int of sizeof(T) bytes at `p` (the in-place reads above): one load
+  // and one byte swap.
+  template <typename T>
+  static T BigEndian(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    if constexpr (std::endian::native == std::endian::little) {
+      if constexpr (sizeof(T) == 2) v = __builtin_bswap16(v);
+      if constexpr (sizeof(T) == 4) v = __builtin_bswap32(v);
+      if constexpr (sizeof(T) == 8) v = __builtin_bswap64(v);
+    }
+    return v;
+  }
+
   // One msgpack-cxx parse from the position; `end` is where the parse stopped: past the value on
   // success, on the last byte read when the visitor stopped it.
   msgpack::parse_return Execute(size_t& end) {
