@@ -843,6 +843,35 @@ TEST_CASE("The writer refuses to overwrite, and enforces the maximum record size
   CHECK_FALSE((*w)->WriteText(CaptureRecordType::kNote, SourceId{0}, 0, "late").ok());
 }
 
+TEST_CASE("A second writer of the same capture is refused before it truncates the first's file") {
+  TempDir dir;
+  const fs::path path = dir.path / "two.kvcap";
+  for (bool mapped : {false, true}) {
+    CaptureWriterOptions options;
+    options.overwrite = true;
+    options.mapped = mapped;
+    auto first = CaptureWriter::Create(path.string(), options);
+    REQUIRE(first.ok());
+    REQUIRE(WriteMessage(**first, 0, 1, {B("t"), B("12345678"), B("one")}).ok());
+    REQUIRE((*first)->Flush().ok());
+    const auto size = fs::file_size(path);
+    auto second = CaptureWriter::Create(path.string(), options);
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.status().message().find("another writer") != std::string::npos);
+    CHECK(fs::file_size(path) == size);  // not truncated under the first writer
+    REQUIRE(WriteMessage(**first, 0, 2, {B("t"), B("12345678"), B("two")}).ok());
+    REQUIRE((*first)->Close().ok());
+    auto r = CaptureReader::Open({path.string()});
+    REQUIRE(r.ok());
+    CHECK(ReadAll(**r).size() == 2);
+    CHECK((*r)->problems().empty());
+    // Once the first has closed, overwriting is allowed again.
+    auto third = CaptureWriter::Create(path.string(), options);
+    REQUIRE(third.ok());
+    REQUIRE((*third)->Close().ok());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Mapped writers (CaptureWriterOptions::mapped), as `record` and `subscribe --record` use them.
 

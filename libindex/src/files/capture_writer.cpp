@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,14 +81,30 @@ Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(std::string path,
 Status CaptureWriter::OpenFile(const std::string& path) {
   const bool map = options_.mapped && !map_unsupported_;
   // A shared writable mapping needs a descriptor open for reading too.
-  int flags =
-      (map ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC | (options_.overwrite ? O_TRUNC : O_EXCL);
+  // Overwriting truncates only once the file is locked: truncating a file another writer has
+  // mapped would kill that writer (SIGBUS on its next store), so a second writer is refused.
+  int flags = (map ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC | (options_.overwrite ? 0 : O_EXCL);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     if (errno == EEXIST) {
       return Status::IoError(path + ": already exists (refusing to overwrite a capture)");
     }
     return Status::IoError(path + ": cannot create: " + ErrnoText(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status::IoError(path + ": another writer has this capture open");
+    }
+    return Status::IoError(path + ": cannot lock: " + ErrnoText(err));
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (options_.overwrite && regular && ::ftruncate(fd, 0) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IoError(path + ": cannot truncate: " + ErrnoText(err));
   }
   fd_ = fd;
   if (map) {
