@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -110,16 +111,23 @@ CLI::Validator ZeroOrAtLeast(uint64_t min, std::string why) {
 
 namespace {
 
+// `text` as a finite number spelled in full (blanks around it allowed), or nullopt.
+std::optional<double> FiniteDecimal(const std::string& text) {
+  std::string item = text;
+  TrimBlanks(item);
+  if (item.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(item.c_str(), &end);
+  if (end != item.c_str() + item.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
 // A finite number spelled in full (blanks around it allowed), compared with 0.
 CLI::Validator FiniteNumber(bool zero_ok, const char* description, const char* what) {
   return CLI::Validator(
       [zero_ok, what](std::string& text) {
-        std::string item = text;
-        TrimBlanks(item);
-        char* end = nullptr;
-        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-        const bool whole = !item.empty() && end == item.c_str() + item.size();
-        if (!whole || !std::isfinite(value) || value < 0 || (!zero_ok && value == 0)) {
+        const std::optional<double> value = FiniteDecimal(text);
+        if (!value || *value < 0 || (!zero_ok && *value == 0)) {
           return "'" + ToValidUtf8(text) + "' is not " + what;
         }
         return std::string();
@@ -137,13 +145,8 @@ CLI::Validator Seconds(bool zero_ok) {
                            " number of seconds (at most 1e9)";
   return CLI::Validator(
       [zero_ok, what](std::string& text) {
-        std::string item = text;
-        TrimBlanks(item);
-        char* end = nullptr;
-        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-        const bool whole = !item.empty() && end == item.c_str() + item.size();
-        if (!whole || !std::isfinite(value) || value < 0 || (!zero_ok && value == 0) ||
-            value > kMaxSeconds) {
+        const std::optional<double> value = FiniteDecimal(text);
+        if (!value || *value < 0 || (!zero_ok && *value == 0) || *value > kMaxSeconds) {
           return "'" + ToValidUtf8(text) + "' is not " + what;
         }
         return std::string();
@@ -157,13 +160,8 @@ CLI::Validator RealIn(double min, double max, bool zero_ok) {
   const std::string what = range.str();
   return CLI::Validator(
       [min, max, zero_ok, what](std::string& text) {
-        std::string item = text;
-        TrimBlanks(item);
-        char* end = nullptr;
-        const double value = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-        const bool whole = !item.empty() && end == item.c_str() + item.size();
-        if (!whole || !std::isfinite(value) ||
-            !((zero_ok && value == 0) || (value >= min && value <= max))) {
+        const std::optional<double> value = FiniteDecimal(text);
+        if (!value || !((zero_ok && *value == 0) || (*value >= min && *value <= max))) {
           return "'" + ToValidUtf8(text) + "' is not " + what;
         }
         return std::string();
