@@ -132,7 +132,7 @@ class ServingCollector final : public prometheus::Collectable {
                                 "1 for the source's trust state (exact, degraded, stale), else 0.",
                                 MetricType::Gauge);
     MetricFamily transitions =
-        Family("kvindex_source_state_transitions_total",
+        Family("kvindex_trust_transitions_total",
                "Trust state transitions of the source, by the reason that made each.",
                MetricType::Counter);
     MetricFamily lost =
