@@ -205,7 +205,7 @@ TEST_SUITE("source trust: ingest reasons") {
     World w;
     w.Send(0, kSecond, /*root=*/true);
     w.Send(1, 2 * kSecond);
-    w.Send(4, 3 * kSecond);  // 2 and 3 missing
+    w.Send(4, 3 * kSecond);                          // 2 and 3 missing
     CHECK(w.trust().state() == TrustState::kExact);  // a replay may still fill it
     w.ingestor.GiveUp(w.id, 5 * kSecond);
     CHECK(w.trust().state() == TrustState::kDegraded);
