@@ -61,8 +61,14 @@ struct Fixture {
   }
 };
 
+// An instance's answer; every source of the fixture is exact (nothing was lost).
 Json Entry(uint64_t longest, uint64_t gpu, uint64_t cpu, Json dp) {
-  return {{"longest_matched", longest}, {"GPU", gpu}, {"CPU", cpu}, {"DISK", 0}, {"DP", dp}};
+  return {{"longest_matched", longest},
+          {"GPU", gpu},
+          {"CPU", cpu},
+          {"DISK", 0},
+          {"DP", dp},
+          {"state", "exact"}};
 }
 
 TEST_CASE("POST /query: every instance of the scope, by hand") {
@@ -112,12 +118,15 @@ TEST_CASE("POST /cache with the upstream proxy's exact body (hosts, model_name, 
       "/cache",
       R"({"instances": ["10.0.0.5", "10.0.0.6", "10.0.0.9"], "token_ids": [1,2,3,4,5,6,7,8], "model_name": "m", "lora_id": -1})");
   CHECK(code == 200);
-  CHECK(body == Json{{"HitStatus", {{"10.0.0.5", 8}, {"10.0.0.6", 4}, {"10.0.0.9", 0}}}});
+  const Json exact = {{"state", "exact"}};
+  // The trust states beside HitStatus; a name that is no instance has none.
+  CHECK(body == Json{{"HitStatus", {{"10.0.0.5", 8}, {"10.0.0.6", 4}, {"10.0.0.9", 0}}},
+                     {"InstanceState", {{"10.0.0.5", exact}, {"10.0.0.6", exact}}}});
   // Instance names work too.
   auto [c2, named] = f.Post(
       "/cache", R"({"instances": ["vllm-1"], "token_ids": [1,2,3,4], "model_name": "m", "lora_id": -1})");
   CHECK(c2 == 200);
-  CHECK(named == Json{{"HitStatus", {{"vllm-1", 4}}}});
+  CHECK(named == Json{{"HitStatus", {{"vllm-1", 4}}}, {"InstanceState", {{"vllm-1", exact}}}});
 }
 
 TEST_CASE("A body nested 100,000 levels deep is a 400 on every endpoint, never a crash") {

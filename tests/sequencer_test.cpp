@@ -152,8 +152,9 @@ TEST_CASE("A restart drops the held batches of the old incarnation") {
   s.OnLive(10, Good(10), log);
   s.OnLive(12, Good(12), log);
   s.OnLive(0, Good(0), log);
-  CHECK(log.Take() == "a10 r11 c a0");
+  CHECK(log.Take() == "a10 r11 l11+2 c a0");  // 11 (awaited) and 12 (held) are lost
   CHECK(s.counters().dropped_held == 1);
+  CHECK(s.counters().lost == 2);
   CHECK_FALSE(s.waiting());
   s.OnReplayed(11, Good(11), log);  // a late reply from the old incarnation: ignored
   CHECK(log.Take().empty());

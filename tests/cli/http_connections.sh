@@ -26,7 +26,8 @@ PIDS+=($sub)
 import http.client, json, socket, sys, time
 port = int(sys.argv[1])
 body = json.dumps({"model": "m", "token_ids": [1, 2, 3, 4]})
-want = {"data": {"default": {"a": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0}}}}}
+want = {"data": {"default": {"a": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0},
+                                  "state": "exact"}}}}
 
 def connect():
     deadline = time.time() + 20

@@ -65,13 +65,16 @@ sys.path.insert(0, sys.argv[3])
 from http_client import Server, wait_for
 from prefix_hash_vectors import chain  # the independent oracle of the prefix hash chain
 PROMPT = [101, 15, 100, 55, 89, 63]
-eng = {"longest_matched": 6, "GPU": 4, "CPU": 4, "DISK": 4, "DP": {"0": 4, "1": 2}}
-store = {"longest_matched": 6, "GPU": 0, "CPU": 4, "DISK": 4, "DP": {"0": 6}}
+# Every source streams without loss: each instance is "exact" (docs/http-api.md "Trust states").
+eng = {"longest_matched": 6, "GPU": 4, "CPU": 4, "DISK": 4, "DP": {"0": 4, "1": 2}, "state": "exact"}
+store = {"longest_matched": 6, "GPU": 0, "CPU": 4, "DISK": 4, "DP": {"0": 6}, "state": "exact"}
 want = {
     sys.argv[1]: {"eng": eng, "store": store,
-                  "other": {"longest_matched": 2, "GPU": 2, "CPU": 0, "DISK": 0, "DP": {"0": 2}}},
+                  "other": {"longest_matched": 2, "GPU": 2, "CPU": 0, "DISK": 0, "DP": {"0": 2},
+                            "state": "exact"}},
     sys.argv[2]: {"eng": eng, "store": store,
-                  "other": {"longest_matched": 6, "GPU": 2, "CPU": 4, "DISK": 4, "DP": {"0": 2}}},
+                  "other": {"longest_matched": 6, "GPU": 2, "CPU": 4, "DISK": 4, "DP": {"0": 2},
+                            "state": "exact"}},
 }
 def post(port, path, body):
     return Server(port).json(path, body)

@@ -61,14 +61,16 @@ assert (s['evictions'], s['orphans'], s['blocks']) == (4, 1, 1), (s['evictions']
 # query --capture: table and --json.
 run "$KVINDEX" query --capture "$TMP/d.kvcap" --model m --tokens 101,15,100,55,89,63
 expect_status 0 "query table"
-grep -qE '^vllm-0 +2 +6 +4 +4 +4 +- +0:4 1:2$' "$stdout_file" || fail "query table row"
+# The capture lost nothing: every instance is exact (docs/http-api.md "Trust states").
+grep -qE '^vllm-0 +2 +6 +4 +4 +4 +- +0:4 1:2 +exact$' "$stdout_file" || fail "query table row"
 printf '[101, 15, 100, 55]' >"$TMP/tokens.json"
 run "$KVINDEX" query --capture "$TMP/d.kvcap" --model m --tokens-file "$TMP/tokens.json" --instance vllm-0 --json -
 expect_status 0 "query --json"
 "$py" -c "
 import json, sys
 d = json.load(open('$stdout_file'))
-assert d == {'data': {'default': {'vllm-0': {'longest_matched': 4, 'GPU': 4, 'CPU': 4, 'DISK': 2, 'DP': {'0': 4, '1': 2}}}}}, d
+assert d == {'data': {'default': {'vllm-0': {'longest_matched': 4, 'GPU': 4, 'CPU': 4, 'DISK': 2, 'DP': {'0': 4, '1': 2},
+                                             'state': 'exact'}}}}, d
 " || fail "query --json answer"
 run "$KVINDEX" query --capture "$TMP/d.kvcap" --model m --hashes 11,12
 expect_status 0 "query --hashes"

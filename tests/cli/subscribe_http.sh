@@ -58,10 +58,12 @@ while True:
         sys.exit("the index never held the 20 published blocks")
     time.sleep(0.1)
 code, text = call("/query", {"model": "m", "token_ids": list(range(42))})
-want = {"data": {"default": {"vllm-0": {"longest_matched": 40, "GPU": 40, "CPU": 0, "DISK": 0, "DP": {"0": 40}}}}}
+want = {"data": {"default": {"vllm-0": {"longest_matched": 40, "GPU": 40, "CPU": 0, "DISK": 0, "DP": {"0": 40},
+                                       "state": "exact"}}}}
 assert code == 200 and json.loads(text) == want, (code, text)
 code, text = call("/cache", {"instances": ["127.0.0.1", "vllm-0"], "token_ids": list(range(12)), "model_name": "m", "lora_id": -1})
-assert code == 200 and json.loads(text) == {"HitStatus": {"127.0.0.1": 12, "vllm-0": 12}}, (code, text)
+assert code == 200 and json.loads(text) == {"HitStatus": {"127.0.0.1": 12, "vllm-0": 12},
+                                          "InstanceState": {"127.0.0.1": {"state": "exact"}, "vllm-0": {"state": "exact"}}}, (code, text)
 # Counters are a snapshot the ingest thread refreshes every 100 ms: poll until it shows all 20.
 while True:
     code, text = call("/metrics")
@@ -88,7 +90,7 @@ code, text = call("/register", reg)
 assert code == 400 and "already registered" in json.loads(text)["error"], (code, text)
 code, text = call("/register", {"type": "vLLM", "modelname": "m", "instance_id": "y"})
 assert code == 400 and "error" in json.loads(text), (code, text)
-want_r = {"longest_matched": 20, "GPU": 20, "CPU": 0, "DISK": 0, "DP": {"0": 20}}
+want_r = {"longest_matched": 20, "GPU": 20, "CPU": 0, "DISK": 0, "DP": {"0": 20}, "state": "exact"}
 while True:
     code, text = call("/query", {"model": "m", "token_ids": list(range(40)), "instance_id": "vllm-r"})
     got = json.loads(text)["data"].get("default", {}).get("vllm-r")
@@ -133,7 +135,8 @@ while True:
         if time.time() > deadline:
             sys.exit("no server on http_server_port")
         time.sleep(0.1)
-want = {"default": {"vllm-0": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0}}}}
+want = {"default": {"vllm-0": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0},
+                               "state": "exact"}}}
 assert body == want, body
 PYEOF
 kill -TERM $sub

@@ -72,6 +72,14 @@ std::string StatusLine(const std::string& command, const SubscriberStatus& now,
                 static_cast<unsigned long long>(t.ingest.sequence.malformed +
                                                 t.ingest.frame_errors));
   std::string line = buf;
+  // Sources by trust state (docs/http-api.md "Trust states").
+  size_t states[3] = {0, 0, 0};
+  for (const SubscriberSourceStatus& s : now.sources) {
+    ++states[static_cast<size_t>(s.ingest.trust.state())];
+  }
+  std::snprintf(buf, sizeof buf, ", sources exact %zu, degraded %zu, stale %zu", states[0],
+                states[1], states[2]);
+  line += buf;
   // Named only once they happen (docs/sequence-rules.md "Late join", "Corrupt sequences").
   if (t.ingest.sequence.late_joins != 0) {
     std::snprintf(buf, sizeof buf, ", late joins %llu (%llu batches unknown)",

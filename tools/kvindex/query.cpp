@@ -23,6 +23,7 @@
 #include "kvindex/core/address.h"
 #include "kvindex/core/json_depth.h"
 #include "kvindex/core/utf8.h"
+#include "kvindex/ingest/ingest.h"
 #include "kvindex/query/match_explain.h"
 #include "kvindex/query/query_json.h"
 
@@ -118,10 +119,19 @@ struct Row {
   uint64_t longest = 0, gpu = 0, cpu = 0, disk = 0;
   std::string other = "-";
   std::string dp = "-";
+  std::string state = "-";  // how far to trust it: "exact", "stale", "degraded (N lost since T)"
 };
 
-Row RowFor(const InstanceMatch& m) {
+std::string StateText(std::string_view state, uint64_t lost, std::string_view since) {
+  if (state != "degraded") return std::string(state);
+  return "degraded (" + std::to_string(lost) + " lost since " + std::string(since) + ")";
+}
+
+Row RowFor(const InstanceMatch& m, const InstanceTrustMap& trust) {
   Row row;
+  const auto t = trust.find(m.instance);
+  const InstanceTrust it = t == trust.end() ? InstanceTrust{} : t->second;
+  row.state = StateText(TrustStateName(it.state), it.lost_batches, Rfc3339Utc(it.since_ns));
   row.instance = std::string(m.instance);
   row.block = std::to_string(m.block_size);
   row.longest = m.longest_matched;
@@ -149,10 +159,10 @@ void PrintAnswer(const QueryRequest& request, const std::vector<Row>& rows) {
                 request.match.salt.empty() ? "" : " (salted)");
     return;
   }
-  TextTable table({"instance", "block", "longest", "GPU", "CPU", "DISK", "other", "DP"});
+  TextTable table({"instance", "block", "longest", "GPU", "CPU", "DISK", "other", "DP", "state"});
   for (const Row& r : rows) {
     table.AddRow({r.instance, r.block, std::to_string(r.longest), std::to_string(r.gpu),
-                  std::to_string(r.cpu), std::to_string(r.disk), r.other, r.dp});
+                  std::to_string(r.cpu), std::to_string(r.disk), r.other, r.dp, r.state});
   }
   std::fputs(table.Render().c_str(), stdout);
 }
@@ -257,10 +267,18 @@ Result<std::vector<Row>> RowsFromAnswer(const nlohmann::json& answer, const std:
     row.gpu = number(m, "GPU");
     row.cpu = number(m, "CPU");
     row.disk = number(m, "DISK");
+    // The trust fields (kvindex only; the upstream conductor sends none: "-").
+    if (auto state = m.find("state"); state != m.end() && state->is_string()) {
+      auto since = m.find("since");
+      row.state = StateText(
+          state->get<std::string>(), number(m, "lost_batches"),
+          since != m.end() && since->is_string() ? since->get<std::string>() : std::string("?"));
+      MakeValidUtf8(row.state);
+    }
     std::string other;
     for (const auto& [key, value] : m.items()) {
       if (key == "longest_matched" || key == "GPU" || key == "CPU" || key == "DISK" ||
-          key == "DP" || !value.is_number_unsigned()) {
+          key == "DP" || key == "lost_batches" || !value.is_number_unsigned()) {
         continue;
       }
       other += (other.empty() ? "" : " ") + key + ":" + std::to_string(value.get<uint64_t>());
@@ -375,6 +393,8 @@ Status RunQuery(const QueryOptions& options) {
   }
   const Result<PrefixMatch> match = MatchRequest(loaded->index(), request);
   if (!match.ok()) return match.status();
+  // States from what the capture held (its losses, late joins, restarts); never stale offline.
+  const InstanceTrustMap trust = InstanceTrusts(loaded->ingestor());
   std::vector<MatchExplanation> explanations;
   if (options.explain) {
     std::vector<SourceConfig> sources;
@@ -384,8 +404,8 @@ Status RunQuery(const QueryOptions& options) {
     KVINDEX_ASSIGN_OR_RETURN(explanations, ExplainMatch(loaded->index(), request, *match, sources));
   }
   if (!options.json.empty()) {
-    nlohmann::json out =
-        nlohmann::json::parse(RenderQueryAnswer(*match, request.match.tenant), nullptr, false);
+    nlohmann::json out = nlohmann::json::parse(
+        RenderQueryAnswer(*match, request.match.tenant, false, &trust), nullptr, false);
     const nlohmann::json explain =
         options.explain ? nlohmann::json::parse(RenderExplanations(explanations), nullptr, false)
                         : nlohmann::json();
@@ -397,7 +417,7 @@ Status RunQuery(const QueryOptions& options) {
     if (options.json == "-") return Status::Ok();
   }
   std::vector<Row> rows;
-  for (const InstanceMatch& m : match->instances) rows.push_back(RowFor(m));
+  for (const InstanceMatch& m : match->instances) rows.push_back(RowFor(m, trust));
   PrintAnswer(request, rows);
   if (options.explain) PrintExplanations(explanations);
   return Status::Ok();

@@ -28,6 +28,7 @@ struct SubscribeOptions {
   uint64_t max_blocks = 0;
   double stats_interval = 5.0;
   double replay_timeout = 2.0;
+  double stale_after = 30.0;
   double duration = 0;
   double fsync_interval = 1.0;
   bool strict = false;
@@ -79,6 +80,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
   BlockStopSignals();
   SubscriberOptions sub_options;
   sub_options.replay_timeout = Millis(options.replay_timeout);
+  sub_options.stale_after = Millis(options.stale_after);
   sub_options.strict = options.strict;
   KVINDEX_ASSIGN_OR_RETURN(auto subscriber, Subscriber::Create(&index, writer.get(), sub_options));
   if (!options.warm_from.empty()) {
@@ -157,6 +159,10 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
       ->check(cli::Seconds(/*zero_ok=*/false));
+  cmd->add_option("--stale-after", options->stale_after,
+                  "A source silent for S seconds is stale in answers, /instances and /metrics "
+                  "(default 30; 0 = never)")
+      ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--duration", options->duration, "Stop after S seconds (default: until a signal)")
       ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_flag("--strict", options->strict, "The first bad message is fatal (exit 1)");

@@ -98,7 +98,7 @@ Status CaptureReplayer::Apply(const CaptureRecordView& record) {
       // The live subscriber stopped waiting for a replay here: so does the replay. (Losses found
       // from the replay's own content are recomputed; kLost records are informational.)
       ++stats_.recorded_timeouts;
-      ingestor_.GiveUp(source);
+      ingestor_.GiveUp(source, record.recv_ns);
       break;
     case CaptureRecordType::kLost:
       stats_.recorded_lost += record.second();

@@ -1,6 +1,8 @@
 #include "kvindex/ingest/ingest.h"
 
 #include <cassert>
+#include <optional>
+#include <variant>
 
 // Inline, as in the files layer's capture checksums: payloads are a few hundred bytes, where the
 // library call's dispatch is a visible part of the hash.
@@ -60,14 +62,38 @@ struct Ingestor::Source {
   FormatHint hint = FormatHint::kAuto;
   SourceSequencer<std::unique_ptr<Pending>> sequencer;
   SourceCounters counters;
+  // Trust bookkeeping of the current call (SettleTrust): sequences lost since the call began or
+  // the last clear, why, and the latest payload that did not decode.
+  uint64_t pending_lost = 0;
+  TrustReason pending_reason = TrustReason::kLost;
+  TrustReason loss_reason = TrustReason::kLost;  // kDamaged while LoseBefore() runs
+  std::optional<uint64_t> malformed_seq;
   explicit Source(SequencerOptions options) : sequencer(options) {}
 };
+
+namespace {
+
+bool HasAllCleared(const EventBatch& batch) {
+  for (const Event& event : batch.events) {
+    if (std::holds_alternative<AllCleared>(event)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 // Turns the sequencer's decisions into index operations and observations.
 struct Ingestor::SinkAdapter {
   Ingestor& self;
   Source& source;
+  int64_t now_ns;  // realtime of the call, for the trust's times
   void Apply(uint64_t seq, std::unique_ptr<Pending>&& pending) {
+    // Losses before a clear no longer matter; before any other batch they stand (SettleTrust).
+    if (HasAllCleared(pending->batch)) {
+      ClearTrust(TrustReason::kCleared);
+    } else {
+      SettleTrust(source, now_ns);
+    }
     ApplyToIndex(seq, *pending);
     source.counters.events += pending->batch.events.size();
     source.counters.event_errors += pending->batch.errors.size();
@@ -87,11 +113,22 @@ struct Ingestor::SinkAdapter {
     auto result = self.index_->Apply(source.index_id, pending.batch);
     if (!result.ok()) return;
     source.counters.index += *result;
+    if (result->replay_wanted() && source.config.replay_endpoint.empty()) {
+      // Nothing can fetch the missing parents: the blocks stay unindexed.
+      source.counters.trust.Degrade(TrustReason::kOrphans, 0, now_ns);
+    }
     if (result->replay_wanted() && self.observer_ != nullptr) {
       self.observer_->OnOrphans(source.id, seq, result->orphans);
     }
   }
+  // The source's presence is gone: what was lost before no longer matters.
+  void ClearTrust(TrustReason reason) {
+    source.pending_lost = 0;
+    source.malformed_seq.reset();
+    source.counters.trust.Reset(reason);
+  }
   void Clear() {
+    ClearTrust(TrustReason::kRestart);
     if (self.index_ != nullptr) {
       auto result = self.index_->ClearSource(source.index_id);
       if (result.ok()) source.counters.index += *result;
@@ -101,6 +138,12 @@ struct Ingestor::SinkAdapter {
     if (self.observer_ != nullptr) self.observer_->OnReplayRequest(source.id, from);
   }
   void Lost(uint64_t first, uint64_t count) {
+    if (source.pending_lost == 0) {
+      const bool malformed = source.malformed_seq && *source.malformed_seq >= first &&
+                             *source.malformed_seq - first < count;
+      source.pending_reason = malformed ? TrustReason::kMalformed : source.loss_reason;
+    }
+    source.pending_lost += count;
     if (self.observer_ != nullptr) self.observer_->OnLost(source.id, first, count);
   }
 };
@@ -133,7 +176,7 @@ const Ingestor::Source& Ingestor::At(SourceId source) const {
 
 void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
                     int64_t recv_ns, bool replayed) {
-  SinkAdapter sink{*this, source};
+  SinkAdapter sink{*this, source, recv_ns};
   const SequencerCounters before = source.sequencer.counters();
   const std::optional<uint64_t> previous = source.sequencer.watermark();
   std::optional<std::unique_ptr<Pending>> pending;
@@ -144,6 +187,7 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
     pending.emplace(std::move(batch));
   } else {
     Recycle(std::move(batch));
+    source.malformed_seq = seq;
     if (observer_ != nullptr) {
       observer_->OnMalformed(source.id, decoded.WithContext((replayed ? "replayed seq " : "seq ") +
                                                             std::to_string(seq)));
@@ -176,6 +220,19 @@ void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> pay
     }
   }
   source.counters.sequence = after;
+  SettleTrust(source, recv_ns);
+  if (after.late_joins != before.late_joins) {
+    source.counters.trust.Degrade(TrustReason::kLateJoin,
+                                  after.late_join_batches - before.late_join_batches, recv_ns);
+  }
+}
+
+void Ingestor::SettleTrust(Source& source, int64_t now_ns) {
+  if (source.pending_lost != 0) {
+    source.counters.trust.Degrade(source.pending_reason, source.pending_lost, now_ns);
+    source.pending_lost = 0;
+  }
+  source.loss_reason = TrustReason::kLost;
 }
 
 void Ingestor::OnMessage(SourceId id, std::span<const Frame> frames, int64_t recv_ns) {
@@ -188,6 +245,7 @@ void Ingestor::OnMessage(SourceId id, std::span<const FrameView> frames, int64_t
 void Ingestor::OnParsedMessage(SourceId id, const Result<EventMessageView>& message,
                                int64_t recv_ns) {
   Source& source = At(id);
+  source.counters.trust.Heard(recv_ns);
   if (!message.ok()) {
     ++source.counters.frame_errors;
     if (observer_ != nullptr) observer_->OnMalformed(id, message.status());
@@ -203,11 +261,13 @@ std::pair<uint64_t, uint64_t> Ingestor::OnMessageAfterDamage(SourceId id,
   std::pair<uint64_t, uint64_t> lost{0, 0};
   if (message.ok()) {
     Source& source = At(id);
-    SinkAdapter sink{*this, source};
+    SinkAdapter sink{*this, source, recv_ns};
     const std::optional<uint64_t> watermark = source.sequencer.watermark();
+    source.loss_reason = TrustReason::kDamaged;
     lost.second = source.sequencer.LoseBefore(message->seq, sink);
     lost.first = watermark ? *watermark + 1 : 0;
     source.counters.sequence = source.sequencer.counters();
+    SettleTrust(source, recv_ns);
   }
   OnParsedMessage(id, message, recv_ns);
   return lost;
@@ -222,15 +282,17 @@ void Ingestor::OnReplayReply(SourceId id, std::span<const FrameView> frames, int
 
 void Ingestor::OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns) {
   Source& source = At(id);
+  source.counters.trust.Heard(recv_ns);
   if (!reply.ok()) {
     ++source.counters.replay_frame_errors;
     if (observer_ != nullptr) observer_->OnMalformed(id, reply.status().WithContext("replay reply"));
     return;
   }
   if (reply->kind == ReplayReply::Kind::kEnd) {
-    SinkAdapter sink{*this, source};
+    SinkAdapter sink{*this, source, recv_ns};
     source.sequencer.OnReplayEnd(sink);
     source.counters.sequence = source.sequencer.counters();
+    SettleTrust(source, recv_ns);
     return;
   }
   Feed(source, reply->seq, reply->payload, recv_ns, /*replayed=*/true);
@@ -238,16 +300,18 @@ void Ingestor::OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int6
 
 void Ingestor::StartBackfill(SourceId id) {
   Source& source = At(id);
-  SinkAdapter sink{*this, source};
+  SinkAdapter sink{*this, source, source.counters.trust.last_heard_ns()};
   source.sequencer.StartBackfill(sink);
   source.counters.sequence = source.sequencer.counters();
+  SettleTrust(source, sink.now_ns);
 }
 
 bool Ingestor::StartOrphanReplay(SourceId id) {
   Source& source = At(id);
-  SinkAdapter sink{*this, source};
+  SinkAdapter sink{*this, source, source.counters.trust.last_heard_ns()};
   const bool started = source.sequencer.StartOrphanReplay(sink);
   source.counters.sequence = source.sequencer.counters();
+  SettleTrust(source, sink.now_ns);
   return started;
 }
 
@@ -266,11 +330,32 @@ void Ingestor::Recycle(std::unique_ptr<Pending>&& pending) {
   pool_.push_back(std::move(pending));
 }
 
-void Ingestor::GiveUp(SourceId id) {
+void Ingestor::GiveUp(SourceId id, int64_t now_ns) {
   Source& source = At(id);
-  SinkAdapter sink{*this, source};
+  SinkAdapter sink{*this, source, now_ns != 0 ? now_ns : source.counters.trust.last_heard_ns()};
   source.sequencer.GiveUp(sink);
   source.counters.sequence = source.sequencer.counters();
+  SettleTrust(source, sink.now_ns);
+}
+
+void Ingestor::ArmSilence(SourceId id, int64_t now_ns) { At(id).counters.trust.ArmSilence(now_ns); }
+
+void Ingestor::CheckSilence(SourceId id, int64_t now_ns, int64_t stale_after_ns) {
+  At(id).counters.trust.CheckSilence(now_ns, stale_after_ns);
+}
+
+void Ingestor::RestoreTrust(SourceId id, const TrustSnapshot& saved) {
+  At(id).counters.trust.Restore(saved);
+}
+
+InstanceTrustMap InstanceTrusts(const Ingestor& ingestor) {
+  InstanceTrustMap out;
+  for (size_t i = 0; i < ingestor.source_count(); ++i) {
+    const SourceId id{static_cast<uint32_t>(i)};
+    const auto [it, first] = out.try_emplace(ingestor.config(id).name);
+    AddSourceTrust(it->second, ingestor.counters(id).trust, first);
+  }
+  return out;
 }
 
 bool Ingestor::replay_outstanding(SourceId source) const {

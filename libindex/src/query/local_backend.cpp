@@ -5,6 +5,16 @@
 
 namespace kvindex {
 
+InstanceTrustMap InstanceTrusts(std::span<const ServedSource> sources) {
+  InstanceTrustMap out;
+  for (const ServedSource& s : sources) {
+    if (s.state == "unregistered") continue;
+    const auto [it, first] = out.try_emplace(s.config.name);
+    AddSourceTrust(it->second, s.counters.trust, first);
+  }
+  return out;
+}
+
 Result<SourceId> LocalBackend::AddSource(const SourceConfig& config) {
   std::lock_guard lock(mutex_);
   KVINDEX_ASSIGN_OR_RETURN(SourceId id, index_->AddSource(config));

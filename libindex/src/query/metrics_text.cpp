@@ -55,6 +55,7 @@ class ServingCollector final : public prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> out;
     AddSourceCounters(out);
+    AddSourceTrust(out);
     const IndexStats stats = index_.stats();
     MetricFamily resident =
         Family("kvindex_resident_blocks",
@@ -122,6 +123,56 @@ class ServingCollector final : public prometheus::Collectable {
       }
       out.push_back(std::move(family));
     }
+  }
+
+  // The trust state of each source (source_trust.h): a 0/1 gauge per state, transitions by
+  // reason, and the lost batches and start of a degraded episode.
+  void AddSourceTrust(std::vector<MetricFamily>& out) const {
+    MetricFamily state = Family("kvindex_source_state",
+                                "1 for the source's trust state (exact, degraded, stale), else 0.",
+                                MetricType::Gauge);
+    MetricFamily transitions =
+        Family("kvindex_trust_transitions_total",
+               "Trust state transitions of the source, by the reason that made each.",
+               MetricType::Counter);
+    MetricFamily lost =
+        Family("kvindex_source_degraded_lost_batches",
+               "Batches lost since the source became degraded (0 when not).", MetricType::Gauge);
+    MetricFamily since =
+        Family("kvindex_source_degraded_since_seconds",
+               "When the source became degraded, in Unix seconds (0 when not degraded).",
+               MetricType::Gauge);
+    for (const ServedSource& s : sources_) {
+      const SourceTrust& t = s.counters.trust;
+      const auto labels = [&s](std::string key, std::string_view value) {
+        return std::vector<ClientMetric::Label>{LabelOf("source", s.name),
+                                                LabelOf("instance", s.config.name),
+                                                LabelOf(std::move(key), value)};
+      };
+      for (const TrustState st : {TrustState::kExact, TrustState::kDegraded, TrustState::kStale}) {
+        ClientMetric& m = state.metric.emplace_back();
+        m.label = labels("state", TrustStateName(st));
+        m.gauge.value = t.state() == st ? 1.0 : 0.0;
+      }
+      for (size_t i = 0; i < kTrustReasonCount; ++i) {
+        const auto reason = static_cast<TrustReason>(i);
+        if (reason == TrustReason::kStart) continue;
+        ClientMetric& m = transitions.metric.emplace_back();
+        m.label = labels("reason", TrustReasonName(reason));
+        m.counter.value = static_cast<double>(t.transitions(reason));
+      }
+      const bool degraded = t.state() == TrustState::kDegraded;
+      ClientMetric& l = lost.metric.emplace_back();
+      l.label = {LabelOf("source", s.name), LabelOf("instance", s.config.name)};
+      l.gauge.value = degraded ? static_cast<double>(t.lost_batches()) : 0.0;
+      ClientMetric& w = since.metric.emplace_back();
+      w.label = l.label;
+      w.gauge.value = degraded ? static_cast<double>(t.since_ns() / 1'000'000'000) : 0.0;
+    }
+    out.push_back(std::move(state));
+    out.push_back(std::move(transitions));
+    out.push_back(std::move(lost));
+    out.push_back(std::move(since));
   }
 
   MetricFamily LatencyFamily() const {

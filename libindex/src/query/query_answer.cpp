@@ -23,13 +23,29 @@ using nlohmann::json;
 // has nothing to replace.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json AnswerFor(const InstanceMatch& m) {
+InstanceTrust TrustOf(const InstanceTrustMap& trust, std::string_view instance) {
+  const auto it = trust.find(instance);
+  return it == trust.end() ? InstanceTrust{} : it->second;
+}
+
+// The trust fields of one instance's answer ("state"; "lost_batches", "since" when degraded).
+json TrustJson(const InstanceTrust& t) {
+  json out = {{"state", std::string(TrustStateName(t.state))}};
+  if (t.state == TrustState::kDegraded) {
+    out["lost_batches"] = t.lost_batches;
+    out["since"] = Rfc3339Utc(t.since_ns);
+  }
+  return out;
+}
+
+json AnswerFor(const InstanceMatch& m, const InstanceTrustMap* trust) {
   json answer = {
       {"longest_matched", m.longest_matched}, {"GPU", m.gpu}, {"CPU", m.cpu}, {"DISK", m.disk}};
   for (const auto& [tier, tokens] : m.other_tiers) answer[ToValidUtf8(tier)] = tokens;
   json dp = json::object();
   for (const DpTokens& d : m.dp) dp[std::to_string(d.rank)] = d.tokens;
   answer["DP"] = std::move(dp);
+  if (trust != nullptr) answer.update(TrustJson(TrustOf(*trust, m.instance)));
   return answer;
 }
 
@@ -70,7 +86,7 @@ class Writer {
 };
 
 bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
-                  std::string& out) {
+                  const InstanceTrustMap* trust, std::string& out) {
   if (!PlainName(tenant)) return false;
   std::vector<const InstanceMatch*> sorted;
   sorted.reserve(match.instances.size());
@@ -80,7 +96,7 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
   for (const InstanceMatch& m : match.instances) {
     if (!m.other_tiers.empty() || !PlainName(m.instance)) return false;
     sorted.push_back(&m);
-    bound += m.instance.size() + 160 + m.dp.size() * 40;
+    bound += m.instance.size() + 160 + m.dp.size() * 40 + (trust != nullptr ? 120 : 0);
   }
   const auto by_name = [](const InstanceMatch* a, const InstanceMatch* b) {
     return a->instance < b->instance;
@@ -136,6 +152,19 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
       w.Num(m.gpu);
       w.Lit(",\"longest_matched\":");
       w.Num(m.longest_matched);
+      if (trust != nullptr) {  // keys after "longest_matched" in byte order, as dump() writes
+        const InstanceTrust t = TrustOf(*trust, m.instance);
+        if (t.state == TrustState::kDegraded) {
+          w.Lit(",\"lost_batches\":");
+          w.Num(t.lost_batches);
+          w.Lit(",\"since\":\"");
+          w.Str(Rfc3339Utc(t.since_ns));  // 20 characters (int64 ns: years 1677-2262)
+          w.Ch('"');
+        }
+        w.Lit(",\"state\":\"");
+        w.Str(TrustStateName(t.state));
+        w.Ch('"');
+      }
       w.Ch('}');
     }
     w.Ch('}');
@@ -161,26 +190,34 @@ Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& r
 }
 
 std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
-                                     bool conductor_compat) {
+                                     bool conductor_compat, const InstanceTrustMap* trust) {
   json instances = json::object();
-  for (const InstanceMatch& m : match.instances) instances[ToValidUtf8(m.instance)] = AnswerFor(m);
+  for (const InstanceMatch& m : match.instances) {
+    instances[ToValidUtf8(m.instance)] = AnswerFor(m, trust);
+  }
   json by_tenant = json::object();
   if (!match.instances.empty()) by_tenant[ToValidUtf8(tenant)] = std::move(instances);
   if (conductor_compat) return Dump(by_tenant);
   return Dump(json{{"data", std::move(by_tenant)}});
 }
 
-std::string RenderCacheAnswer(const PrefixMatch& match) {
+std::string RenderCacheAnswer(const PrefixMatch& match, const InstanceTrustMap* trust) {
   json hits = json::object();
   for (const InstanceMatch& m : match.instances) hits[ToValidUtf8(m.instance)] = m.longest_matched;
-  return Dump(json{{"HitStatus", std::move(hits)}});
+  json answer = {{"HitStatus", std::move(hits)}};
+  if (trust != nullptr) {
+    json states = json::object();
+    for (const auto& [name, t] : *trust) states[ToValidUtf8(name)] = TrustJson(t);
+    answer["InstanceState"] = std::move(states);
+  }
+  return Dump(answer);
 }
 
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
-                              bool conductor_compat) {
+                              bool conductor_compat, const InstanceTrustMap* trust) {
   std::string out;
-  if (RenderDirect(match, tenant, conductor_compat, out)) return out;
-  return RenderQueryAnswerWithDom(match, tenant, conductor_compat);
+  if (RenderDirect(match, tenant, conductor_compat, trust, out)) return out;
+  return RenderQueryAnswerWithDom(match, tenant, conductor_compat, trust);
 }
 
 }  // namespace kvindex

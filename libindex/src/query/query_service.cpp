@@ -57,6 +57,25 @@ std::string EndpointHost(const std::string& endpoint) {
   return address.ok() ? std::move(address->host) : std::string();
 }
 
+// A source's trust (docs/http-api.md "Trust states"): state, reason, and when degraded the lost
+// batches and since when; transitions by reason.
+Json TrustJson(const SourceTrust& t) {
+  Json j = {{"state", std::string(TrustStateName(t.state()))},
+            {"reason", std::string(TrustReasonName(t.reason()))}};
+  if (t.state() == TrustState::kDegraded) {
+    j["lost_batches"] = t.lost_batches();
+    j["since"] = Rfc3339Utc(t.since_ns());
+  }
+  Json transitions = Json::object();
+  for (size_t i = 0; i < kTrustReasonCount; ++i) {
+    const auto reason = static_cast<TrustReason>(i);
+    if (reason != TrustReason::kStart)
+      transitions[std::string(TrustReasonName(reason))] = t.transitions(reason);
+  }
+  j["transitions"] = std::move(transitions);
+  return j;
+}
+
 Json SourceJson(const ServedSource& s) {
   Json counters = Json::object();
   AddSourceCounters(counters, s.counters, s.transport);
@@ -70,6 +89,7 @@ Json SourceJson(const ServedSource& s) {
             {"lora_name", Utf8(s.config.lora)},
             {"block_size", s.config.block_size},
             {"state", Utf8(s.state)},
+            {"trust", TrustJson(s.counters.trust)},
             {"counters", counters}};
   j["dp_rank"] = s.config.dp_rank ? Json(*s.config.dp_rank) : Json(nullptr);
   return j;
@@ -167,7 +187,8 @@ int QueryService::Query(std::string_view body, std::string& out) {
     out = ErrorBody(match.status().message());
     return HttpStatusFor(match.status()) == 500 ? 400 : HttpStatusFor(match.status());
   }
-  out = RenderQueryAnswer(*match, request.match.tenant, options_.conductor_compat);
+  const InstanceTrustMap trust = backend_.Trust();
+  out = RenderQueryAnswer(*match, request.match.tenant, options_.conductor_compat, &trust);
   if (request.explain && !options_.conductor_compat) {
     // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
     std::vector<SourceConfig> configs;
@@ -214,15 +235,18 @@ int QueryService::Cache(std::string_view body, std::string& out) {
     out = ErrorBody(match.status().message());
     return 400;
   }
-  // Answer under the names the caller used; unknown names answer 0.
+  // Answer under the names the caller used; unknown names answer 0 (and have no state).
+  const InstanceTrustMap trust = InstanceTrusts(sources);
+  InstanceTrustMap asked_trust;
   PrefixMatch renamed;
   for (size_t i = 0; i < asked.size(); ++i) {
     InstanceMatch entry;
     if (const InstanceMatch* found = match->Find(resolved[i])) entry = *found;
     entry.instance = asked[i];
     renamed.instances.push_back(std::move(entry));
+    if (auto t = trust.find(resolved[i]); t != trust.end()) asked_trust[asked[i]] = t->second;
   }
-  out = RenderCacheAnswer(renamed);
+  out = RenderCacheAnswer(renamed, &asked_trust);
   return 200;
 }
 

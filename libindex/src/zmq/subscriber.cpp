@@ -89,8 +89,12 @@ void Subscriber::Impl::Publish(bool running) {
     snapshot.records_written = recorder->records_written();
     snapshot.bytes_written = recorder->bytes_written();
   }
+  const int64_t now = RealtimeNs();
+  const int64_t stale_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.stale_after).count();
   for (const auto& s : sources) {
     if (!s) continue;
+    if (running) ingestor.CheckSilence(s->id, now, stale_after_ns);
     SubscriberSourceStatus st = s->status;
     st.ingest = ingestor.counters(s->id);
     st.waiting = ingestor.waiting(s->id);

@@ -106,7 +106,7 @@ void Subscriber::Impl::GiveUp(Source& s) {
   ++s.status.replay_timeouts;
   s.replay_pending = false;
   RecordObservation(CaptureRecordType::kTimeout, s.id, s.last_applied, 0);
-  ingestor.GiveUp(s.id);
+  ingestor.GiveUp(s.id, RealtimeNs());
   if (s.dealer) {
     // Late replies to the abandoned request must not answer the next one.
     s.dealer.reset();

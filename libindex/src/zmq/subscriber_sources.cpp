@@ -81,6 +81,7 @@ Status Subscriber::Impl::Define(std::unique_ptr<Source> source) {
     id = added;
   }
   source->id = *id;
+  ingestor.ArmSilence(*id, RealtimeNs());  // silence counts from now, not from a warm capture
   if (recorder != nullptr) {
     KVINDEX_RETURN_IF_ERROR(recorder->WriteSourceDefinition(*id, json, RealtimeNs()));
   }

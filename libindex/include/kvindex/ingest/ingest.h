@@ -26,6 +26,7 @@
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/sequencer.h"
+#include "kvindex/ingest/source_trust.h"
 
 namespace kvindex {
 
@@ -37,6 +38,7 @@ struct SourceCounters {
   uint64_t event_errors = 0;        // events that failed alone inside good batches
   uint64_t events = 0;              // events applied
   ApplyResult index;                // what the index did with the applied batches
+  SourceTrust trust;                // not a counter: exact / degraded / stale (source_trust.h)
 };
 
 // What the ingestor tells its owner. Every method has an empty default.
@@ -92,7 +94,15 @@ class Ingestor {
   // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
   void StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
-  void GiveUp(SourceId source);
+  // `now_ns` (realtime) dates a loss for the source's trust; 0: the latest message's time.
+  void GiveUp(SourceId source, int64_t now_ns = 0);
+  // The source's trust (SourceCounters::trust): silence is counted from `now_ns` at the latest
+  // (ArmSilence), and the source turns stale after `stale_after_ns` without a message
+  // (CheckSilence; 0: never). Offline nothing calls these, so a capture is never stale.
+  void ArmSilence(SourceId source, int64_t now_ns);
+  void CheckSilence(SourceId source, int64_t now_ns, int64_t stale_after_ns);
+  // Puts back a saved trust state (an index snapshot restored at start).
+  void RestoreTrust(SourceId source, const TrustSnapshot& saved);
   // Asks the source for its whole ring again because a batch had orphans (SourceSequencer::
   // StartOrphanReplay: replayed batches already applied are applied again, live ones wait).
   // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
@@ -119,6 +129,8 @@ class Ingestor {
   void OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int64_t recv_ns);
   void Feed(Source& source, uint64_t seq, std::span<const std::byte> payload, int64_t recv_ns,
             bool replayed);
+  // Turns the losses the sequencer reported during a call into the source's trust.
+  static void SettleTrust(Source& source, int64_t now_ns);
 
   PrefixIndex* index_;
   IngestObserver* observer_;
@@ -128,6 +140,10 @@ class Ingestor {
   // (DecodeEventBatchInto), so steady ingest allocates nothing per batch.
   std::vector<std::unique_ptr<Pending>> pool_;
 };
+
+// The trust of each instance of `ingestor`'s sources (AddSourceTrust per instance): what a
+// capture's answers carry (offline, so never stale).
+InstanceTrustMap InstanceTrusts(const Ingestor& ingestor);
 
 // The display name of a source: its instance, plus "/dp<r>" when it has a DP rank label
 // ("vllm-0", "vllm-0/dp1"). Used by --dump, --queries `after` and the HTTP /instances view.

@@ -15,6 +15,9 @@
 //    batches of the old incarnation are dropped, and the watermark restarts at seq. One
 //    refinement: a re-send of the batch *at* the watermark is always a duplicate (a duplicated
 //    batch 1 must not clear the source); a restart shows as seq 0 or 1 *below* the watermark.
+//    Every sequence of the old incarnation not applied by then (held, awaited, or a malformed
+//    copy waiting for its replay) is counted `lost` (Lost(), before Clear()), so that each
+//    sequence a publisher sent ends up applied or lost.
 //  - Content decides where it is known: the caller may pass a hash of each batch's payload. A
 //    decoded batch at or below the watermark whose sequence was applied recently (the last
 //    kRecentHashes, and seqs 0 and 1 of the incarnation) is a duplicate when its hash is the
@@ -62,7 +65,7 @@ struct SequencerCounters {
   uint64_t restarts = 0;    // publisher restarts detected
   uint64_t malformed = 0;   // payloads that did not decode (live or replayed)
   uint64_t replay_requests = 0;
-  uint64_t dropped_held = 0;  // held batches of an old incarnation dropped by a restart
+  uint64_t dropped_held = 0;    // held batches of an old incarnation dropped by a restart (lost)
   uint64_t orphan_replays = 0;  // replays requested because a batch had orphans
   uint64_t reapplied = 0;       // batches applied again by an orphan replay
   uint64_t corrupt_seqs = 0;    // batches refused: a forward jump no publisher makes
@@ -456,6 +459,8 @@ class SourceSequencer {
   void Restart(uint64_t seq, std::optional<Item> item, uint64_t hash, Sink& sink) {
     ++counters_.restarts;
     counters_.dropped_held += held_.size();
+    // The old incarnation's sequences still missing or held will never be applied now.
+    if (HorizonAhead()) Lose(NextSeq(), horizon_ - NextSeq() + 1, sink);
     held_.clear();
     ForgetHashes();
     replay_outstanding_ = false;

@@ -7,7 +7,8 @@
 //   /query_by_hash  {model, block_hash: [engine hashes] | seq_hashes: [prefix hashes], ...}
 //   /cache          {instances, token_ids, model_name, lora_id}   (the upstream proxy's body)
 //   answer          {"data": {"<tenant>": {"<instance>": {"longest_matched": n, "GPU": n,
-//                    "CPU": n, "DISK": n, "DP": {"<rank>": n}}}}}   (other tiers as own keys)
+//                    "CPU": n, "DISK": n, "DP": {"<rank>": n}, "state": s}}}} (other tiers as
+//                    own keys; a degraded instance also has "lost_batches" and "since")
 //
 // Every JSON text these functions write is valid UTF-8: names are written through
 // core/utf8.h's policy (ToValidUtf8).
@@ -25,6 +26,7 @@
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/index/prefix_match.h"
+#include "kvindex/ingest/source_trust.h"
 
 namespace kvindex {
 
@@ -60,19 +62,24 @@ Result<QueryRequest> ParseCacheRequest(std::string_view body);
 // UTF-8, tiers beyond GPU/CPU/DISK, names that collide) to it. Both give byte-identical answers
 // (tests/query_json_diff_test.cpp); the DOM form is public for that check and for benches.
 std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
-                                     bool conductor_compat = false);
+                                     bool conductor_compat = false,
+                                     const InstanceTrustMap* trust = nullptr);
 
 // Answers `request` from `index` with the Match* call its kind names (any thread, as Match*).
 Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request);
 
 // Renders the /query answer: {"data": {"<tenant>": {...}}}, or {"data": {}} when `match` has no
 // instance (an unknown model or scope). With `conductor_compat`, without the "data" wrapper, as
-// the upstream Go conductor answers.
+// the upstream Go conductor answers. With `trust`, each instance also says how far to trust it:
+// "state" ("exact" for an instance `trust` does not name), and for a degraded one
+// "lost_batches" and "since" (RFC 3339 UTC).
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
-                              bool conductor_compat = false);
+                              bool conductor_compat = false,
+                              const InstanceTrustMap* trust = nullptr);
 
-// Renders the /cache answer: {"HitStatus": {"<instance>": longest_matched}}.
-std::string RenderCacheAnswer(const PrefixMatch& match);
+// Renders the /cache answer: {"HitStatus": {"<instance>": longest_matched}}, and with `trust`
+// a sibling "InstanceState": {"<instance>": {"state": s, ...}} for the instances it names.
+std::string RenderCacheAnswer(const PrefixMatch& match, const InstanceTrustMap* trust = nullptr);
 
 }  // namespace kvindex
 

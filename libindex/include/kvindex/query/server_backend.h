@@ -31,12 +31,18 @@ struct ServedSource {
   TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
 };
 
+// The trust of each instance of `sources` (SourceTrust folded per instance, AddSourceTrust);
+// unregistered sources are left out.
+InstanceTrustMap InstanceTrusts(std::span<const ServedSource> sources);
+
 // What the process knows besides the index, and the writer-side operations.
 class ServerBackend {
  public:
   virtual ~ServerBackend() = default;
   // A snapshot of every source. Any thread.
   virtual std::vector<ServedSource> Sources() const = 0;
+  // The trust of every instance (what /query answers carry). Any thread.
+  virtual InstanceTrustMap Trust() const { return InstanceTrusts(Sources()); }
   // Adds the sources of one POST /register (one per DP rank) on the index's writer; blocks until
   // done. All or nothing: on failure (a source already registered, an endpoint that cannot be
   // opened) none of them is added or listed. kUnsupported when this process cannot add sources

@@ -58,6 +58,8 @@ struct SubscriberOptions {
   // once per this interval per source (doubling up to 64x while orphans keep coming back), and
   // never while another replay is outstanding.
   std::chrono::milliseconds orphan_replay_interval{1000};
+  // A source silent this long is stale (SourceTrust; checked at every status refresh); 0: never.
+  std::chrono::milliseconds stale_after{30'000};
   SequencerOptions sequencer;
 };
 
