@@ -7,7 +7,8 @@
 #      end: `kvindex replay` (all cores, and --threads 1) against bench/replay_baseline.py, a
 #      straightforward Python simulator, timed in the same run; their counts must agree.
 #   3. the exact LRU curve (`--curve`, every capacity) against one `--capacity` simulation and a
-#      20-capacity sweep, same trace, same run; their counts must agree at the 20 capacities.
+#      20-capacity sweep, same trace, same run; their counts must agree at the 20 capacities. Then
+#      the same ratios for the simulation alone, from 1.'s BM_Replay_Curve and BM_Replay_Config.
 # Raw results: bench/results/replay_bench-<commit>.json, replay_sweep-<commit>.json and
 # replay_curve-<commit>.json.
 #   scripts/bench-replay.sh [TRACE] [--quick]
@@ -183,4 +184,31 @@ print(f"ratios: curve / one run {curve / one:.2f}x; sweep / curve {sweep / curve
       f"counts agree at {len(caps)} capacities: {agree}")
 print(f"raw: {out_path}")
 sys.exit(0 if agree else 1)
+PYEOF
+
+# Simulation only (no parse, no output), from section 1's bench results: the curve against one lru
+# configuration of the same instances, and against 20 of them (a 20-capacity sweep, estimated).
+"$PY" - "bench/results/replay_bench-$commit.json" <<'PYEOF'
+import json, sys
+runs = {b["name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
+
+
+def cpu(name):
+    for key in (name + "_median", name):
+        if key in runs:
+            return runs[key]["cpu_time"]
+    return None
+
+
+pairs = [("1 instance ", "BM_Replay_Curve/instances:1",
+          "BM_Replay_Config/policy:0/capacity:10000/router:0/instances:1"),
+         ("8 instances", "BM_Replay_Curve/instances:8",
+          "BM_Replay_Config/policy:0/capacity:2000/router:0/instances:8")]
+for label, curve, config in pairs:
+    c, one = cpu(curve), cpu(config)
+    if c is None or one is None:
+        print(f"simulation only, {label}: missing from the bench results")
+        continue
+    print(f"simulation only, {label}: curve / one lru configuration {c / one:.2f}x; "
+          f"20 configurations / curve {20 * one / c:.1f}x")
 PYEOF

@@ -60,6 +60,43 @@ TEST_SUITE("sim_curve") {
     CHECK(sim->total.any_hit_blocks == curve->At(3).any_hit_blocks);
   }
 
+  TEST_CASE("A long stream: renumbered and doubled access times keep the curve exact") {
+    // 6,000 requests over a pool that grows to about 5,000 blocks, with heavy reuse: the access
+    // times run out many times, with few live marks (renumbered in order) and with many (the
+    // times double). At each capacity the curve equals the plain simulator's counts.
+    uint64_t x = 12345;
+    auto next = [&x] {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x;
+    };
+    std::vector<std::vector<uint64_t>> requests;
+    for (uint64_t i = 0; i < 6000; ++i) {
+      const uint64_t pool = i < 3000 ? 300 : 300 + (i - 3000) * 2;
+      std::vector<uint64_t> ids;
+      const uint64_t shared = next() % 4, len = 1 + next() % 12;
+      for (uint64_t j = 0; j < len; ++j) ids.push_back(j < shared ? j : next() % pool);
+      requests.push_back(ids);
+    }
+    const PreparedTrace t = Prepare(requests);
+    for (uint32_t instances : {1u, 3u}) {
+      SimConfig config;
+      config.instances = instances;
+      auto curve = LruHitCurve(t, config);
+      REQUIRE(curve.ok());
+      for (uint64_t capacity : {1, 2, 5, 17, 64, 200, 511, 1000, 2047, 2048, 3000, 4500, 10000}) {
+        config.capacity = capacity;
+        auto sim = Simulate(t, config);
+        REQUIRE(sim.ok());
+        CAPTURE(instances);
+        CAPTURE(capacity);
+        CHECK(curve->At(capacity).prefix_hit_blocks == sim->total.prefix_hit_blocks);
+        CHECK(curve->At(capacity).any_hit_blocks == sim->total.any_hit_blocks);
+      }
+    }
+  }
+
   TEST_CASE("The curve refuses what it cannot compute exactly") {
     const PreparedTrace t = Prepare({{1}});
     SimConfig config;

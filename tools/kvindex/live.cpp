@@ -15,15 +15,37 @@
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/core/clock.h"
 
+#include "cli_validators.h"
+#include "engine_discovery.h"
 #include "report.h"
 
 namespace kvindex::cli {
 
 Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& specs,
-                                                const std::string& config_path) {
+                                                const std::string& config_path,
+                                                double auto_timeout_s) {
   std::vector<SourceConfig> out;
+  // Every spec is checked (a usage error, exit 2) before any engine is asked.
+  std::vector<EngineSourceSpec> engines;
   for (const std::string& spec : specs) {
+    if (IsEngineSourceSpec(spec)) {
+      KVINDEX_ASSIGN_OR_RETURN(auto engine, ParseEngineSourceSpec(spec));
+      engines.push_back(std::move(engine));
+      continue;
+    }
     KVINDEX_ASSIGN_OR_RETURN(auto configs, ParseSourceSpec(spec));
+    for (auto& c : configs) out.push_back(std::move(c));
+  }
+  for (const EngineSourceSpec& engine : engines) {
+    KVINDEX_ASSIGN_OR_RETURN(auto configs, DiscoverEngineSources(engine, auto_timeout_s));
+    const SourceConfig& first = configs.front();
+    std::string line = "kvindex: source '" + first.name + "': " + first.format + " engine at " +
+                       engine.config.endpoint + ": " + first.endpoint;
+    if (configs.size() > 1) line += " and " + std::to_string(configs.size() - 1) + " more rank(s)";
+    line += ", model " + first.model + ", block size " +
+            (first.block_size == 0 ? std::string("from the events")
+                                   : std::to_string(first.block_size));
+    std::fprintf(stderr, "%s\n", line.c_str());
     for (auto& c : configs) out.push_back(std::move(c));
   }
   if (!config_path.empty()) {
@@ -36,6 +58,13 @@ Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& 
   }
   if (out.empty()) return Status::InvalidArgument("no source: give --source or --config");
   return out;
+}
+
+void AddAutoTimeoutOption(CLI::App* cmd, double& seconds) {
+  cmd->add_option("--auto-timeout", seconds,
+                  "Keep asking an auto@http:// engine that is not reachable yet for up to S "
+                  "seconds (default 0: ask once)")
+      ->check(cli::Seconds(/*zero_ok=*/true));
 }
 
 void BlockStopSignals() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "kvindex/core/source.h"
@@ -18,9 +19,15 @@
 namespace kvindex::cli {
 
 // --source values (each may expand by dp-size) and/or --config FILE. kInvalidArgument (exit 2)
-// for a bad spec or no source at all; the config file's own errors keep their code.
+// for a bad spec or no source at all; the config file's own errors keep their code. Each
+// auto@http:// spec asks its engine (engine_discovery.h), for up to `auto_timeout_s` seconds while
+// the engine is not reachable; what the engine fails to report is a runtime error (exit 1).
 Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& specs,
-                                                const std::string& config_path);
+                                                const std::string& config_path,
+                                                double auto_timeout_s);
+
+// Adds --auto-timeout to a live command (`record`, `subscribe`).
+void AddAutoTimeoutOption(CLI::App* cmd, double& seconds);
 
 // Blocks SIGINT and SIGTERM in the calling thread (and every thread it starts later), so that
 // RunLive() receives them synchronously. Call before creating the Subscriber.

@@ -28,6 +28,7 @@ struct RecordOptions {
   double rotate_seconds = 0;
   double fsync_interval = 1.0;
   double replay_timeout = 2.0;
+  double auto_timeout = 0;
   double stats_interval = 5.0;
   bool overwrite = false;
   std::string json;
@@ -38,7 +39,8 @@ std::chrono::milliseconds Millis(double seconds) {
 }
 
 Status RunRecord(const RecordOptions& options) {
-  KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config));
+  KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
+                                                       options.auto_timeout));
   CaptureWriterOptions writer_options;
   writer_options.fsync_interval = Millis(options.fsync_interval);
   writer_options.background_sync = true;  // the ingest thread never waits for the disk
@@ -122,6 +124,7 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
                   "fsync the capture every S seconds while data arrives, on a thread of its own "
                   "(default 1; 0 = on the recording thread after every poll cycle)")
       ->check(cli::Seconds(/*zero_ok=*/true));
+  AddAutoTimeoutOption(cmd, options->auto_timeout);
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
       ->check(cli::Seconds(/*zero_ok=*/false));

@@ -29,6 +29,7 @@ struct SubscribeOptions {
   double stats_interval = 5.0;
   double replay_timeout = 2.0;
   double stale_after = 30.0;
+  double auto_timeout = 0;
   double duration = 0;
   double fsync_interval = 1.0;
   bool strict = false;
@@ -55,7 +56,8 @@ nlohmann::json IndexJson(const IndexStats& stats) {
 }
 
 Status RunSubscribe(const SubscribeOptions& options) {
-  KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config));
+  KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
+                                                       options.auto_timeout));
   for (const auto& source : sources) {
     if ((source.format == "vllm" || source.format == "sglang") && source.model.empty()) {
       return Status::InvalidArgument("source '" + SourceDisplayName(source) + "' (" +
@@ -156,6 +158,7 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--stats-interval", options->stats_interval,
                   "A status line on stderr every S seconds (0 = none; default 5)")
       ->check(cli::Seconds(/*zero_ok=*/true));
+  AddAutoTimeoutOption(cmd, options->auto_timeout);
   cmd->add_option("--replay-timeout", options->replay_timeout,
                   "Give up on a silent replay after S seconds (default 2)")
       ->check(cli::Seconds(/*zero_ok=*/false));

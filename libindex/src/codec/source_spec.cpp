@@ -66,6 +66,8 @@ Status CheckSource(const SourceConfig& config) {
   return Status::Ok();
 }
 
+}  // namespace
+
 // Expands dp_size into one source per rank on port + r.
 Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config) {
   KVINDEX_RETURN_IF_ERROR(CheckSource(config));
@@ -85,8 +87,6 @@ Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config) {
   return out;
 }
 
-}  // namespace
-
 Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offset) {
   // A scheme and a port, nothing after it: what a ZeroMQ tcp:// endpoint is.
   auto address = ParseNetAddress(endpoint);
@@ -103,15 +103,18 @@ Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offse
   return address->ToString();
 }
 
-Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
-  const std::string context = "--source '" + std::string(spec) + "'";
+namespace {
+
+// The grammar of one `--source` value, before dp-size expands it.
+Result<EngineSourceSpec> ParseSpecFields(std::string_view spec, const std::string& context) {
   auto fail = [&](std::string what) { return Status::InvalidArgument(context + ": " + what); };
   const size_t equals = spec.find('=');
   const size_t at = spec.find('@');
   if (equals == std::string_view::npos || at == std::string_view::npos || at < equals) {
     return fail("expected NAME=FORMAT@ENDPOINT[,key=value...]");
   }
-  SourceConfig config;
+  EngineSourceSpec out;
+  SourceConfig& config = out.config;
   config.name = std::string(spec.substr(0, equals));
   if (config.name.empty()) return fail("empty instance name");
   const auto format = NormaliseFormat(spec.substr(equals + 1, at - equals - 1));
@@ -165,6 +168,7 @@ Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
       if (!ParseUnsigned(value, config.dp_size) || config.dp_size == 0 || config.dp_size > 4096) {
         return fail("dp-size must be an integer from 1 to 4096, got '" + std::string(value) + "'");
       }
+      out.dp_size_given = true;
     } else if (key == "tenant") {
       KVINDEX_RETURN_IF_ERROR(need_value());
       config.tenant = std::string(value);
@@ -189,9 +193,50 @@ Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
       return fail("unknown key '" + key + "'");
     }
   }
-  auto expanded = ExpandDp(config);
+  return out;
+}
+
+}  // namespace
+
+bool IsEngineSourceSpec(std::string_view spec) {
+  const size_t equals = spec.find('=');
+  const size_t at = spec.find('@');
+  if (equals == std::string_view::npos || at == std::string_view::npos || at < equals) return false;
+  return Lower(spec.substr(equals + 1, at - equals - 1)) == "auto" &&
+         Lower(spec.substr(at + 1, 7)) == "http://";
+}
+
+Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec) {
+  const std::string context = "--source '" + std::string(spec) + "'";
+  if (IsEngineSourceSpec(spec)) {
+    return Status::InvalidArgument(context +
+                                   ": an engine's HTTP address is asked for its endpoints when "
+                                   "subscribe or record starts, not here");
+  }
+  KVINDEX_ASSIGN_OR_RETURN(EngineSourceSpec fields, ParseSpecFields(spec, context));
+  auto expanded = ExpandDp(fields.config);
   if (!expanded.ok()) return expanded.status().WithContext(context);
   return expanded;
+}
+
+Result<EngineSourceSpec> ParseEngineSourceSpec(std::string_view spec) {
+  const std::string context = "--source '" + std::string(spec) + "'";
+  if (!IsEngineSourceSpec(spec)) {
+    return Status::InvalidArgument(context + ": expected NAME=auto@http://HOST:PORT[,key=value...]");
+  }
+  KVINDEX_ASSIGN_OR_RETURN(EngineSourceSpec out, ParseSpecFields(spec, context));
+  auto address = ParseNetAddress(out.config.endpoint);
+  if (!address.ok() || address->host.empty() || !address->port || *address->port == 0 ||
+      !(address->path.empty() || address->path == "/")) {
+    return Status::InvalidArgument(context + ": the engine's address must be http://HOST:PORT");
+  }
+  if (out.config.bind) return Status::InvalidArgument(context + ": bind does not apply to auto@");
+  if (!out.config.serves.empty()) {
+    return Status::InvalidArgument(context + ": serves does not apply to auto@ (an engine, not a store)");
+  }
+  out.engine_host = address->host;
+  out.engine_port = *address->port;
+  return out;
 }
 
 namespace {

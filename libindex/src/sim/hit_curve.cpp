@@ -35,6 +35,10 @@ Result<HitCurve> LruHitCurve(const PreparedTrace& trace, const SimConfig& config
   KVINDEX_RETURN_IF_ERROR(CurveApplies(config));
   const uint32_t n = config.instances;
   const auto& blocks = trace.blocks();
+  if (trace.distinct_blocks() >= (uint64_t{1} << 31) || blocks.size() >= (uint64_t{1} << 32)) {
+    return Status::LimitExceeded(
+        "the curve covers traces of fewer than 2^31 distinct blocks and 2^32 block accesses");
+  }
 
   // Route first: no router used here looks at the caches, so each instance's request stream is
   // the same at every capacity.
@@ -50,17 +54,23 @@ Result<HitCurve> LruHitCurve(const PreparedTrace& trace, const SimConfig& config
   }
 
   // diff[d]: how many counts start at capacity d (a block resident for every C >= d); summed over
-  // instances, since the cluster's count at C is the sum of its instances' counts at C.
-  std::vector<uint64_t> prefix_diff(static_cast<size_t>(trace.distinct_blocks()) + 2, 0);
-  std::vector<uint64_t> any_diff(prefix_diff.size(), 0);
+  // instances, since the cluster's count at C is the sum of its instances' counts at C. Both
+  // counts of a depth side by side, 32-bit (no count exceeds the trace's blocks): one cache line
+  // per access, half the footprint.
+  struct Diff {
+    uint32_t prefix;
+    uint32_t any;
+  };
+  std::vector<Diff> diff(static_cast<size_t>(trace.distinct_blocks()) + 2);  // zeroed
   HitCurve curve;
   curve.config = config;
   curve.blocks = blocks.size();
   StackDepths stack(trace.distinct_blocks());
   std::vector<uint64_t> depth;
+  depth.reserve(256);
   for (uint32_t k = 0; k < n; ++k) {
     if (accesses[k] == 0) continue;
-    stack.Reset(accesses[k]);
+    stack.Reset();
     for (size_t i = 0; i < trace.requests(); ++i) {
       if (instance_of[i] != k) continue;
       const uint64_t begin = trace.begin(i), end = trace.end(i);
@@ -77,10 +87,10 @@ Result<HitCurve> LruHitCurve(const PreparedTrace& trace, const SimConfig& config
           prefix_open = false;
           continue;
         }
-        ++any_diff[d];
+        ++diff[d].any;
         if (prefix_open) {
           run_max = std::max(run_max, d);
-          ++prefix_diff[run_max];
+          ++diff[run_max].prefix;
         }
       }
       // Access: in order, so a repeated block sees the stack its first access left.
@@ -91,10 +101,10 @@ Result<HitCurve> LruHitCurve(const PreparedTrace& trace, const SimConfig& config
 
   CurveStep current;
   curve.steps.push_back(current);  // capacity 1, filled below
-  for (uint64_t c = 1; c < prefix_diff.size(); ++c) {
-    if (prefix_diff[c] == 0 && any_diff[c] == 0) continue;
-    current.prefix_hit_blocks += prefix_diff[c];
-    current.any_hit_blocks += any_diff[c];
+  for (uint64_t c = 1; c < diff.size(); ++c) {
+    if (diff[c].prefix == 0 && diff[c].any == 0) continue;
+    current.prefix_hit_blocks += diff[c].prefix;
+    current.any_hit_blocks += diff[c].any;
     current.capacity = c;
     if (c == 1) {
       curve.steps.back() = current;

@@ -40,7 +40,7 @@ ReuseReport AnalyseReuse(const PreparedTrace& trace) {
   ReuseReport report;
   const auto& blocks = trace.blocks();
   StackDepths stack(trace.distinct_blocks());
-  stack.Reset(blocks.size());
+  stack.Reset();
   std::vector<double> last_ms(trace.distinct_blocks(), 0);
   std::unordered_set<int64_t> chats;
   std::vector<uint64_t> depths[kRequestClasses + 1];

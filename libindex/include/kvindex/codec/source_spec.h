@@ -27,10 +27,29 @@
 
 namespace kvindex {
 
-// Parses one `--source` value. Returns one SourceConfig, or dp-size of them. Errors
+// Parses one `--source` value. Returns one SourceConfig, or dp-size of them; an auto@http://
+// spec is kInvalidArgument here (ParseEngineSourceSpec reads it). Errors
 // (kInvalidArgument) name the offending key or part, e.g. "--source 'a=vllm@tcp://h:1,blok-size=4':
 // unknown key 'blok-size'".
 Result<std::vector<SourceConfig>> ParseSourceSpec(std::string_view spec);
+
+// `--source NAME=auto@http://HOST:PORT[,key=value...]`: a source whose endpoints, topic, block
+// size, DP size and model the engine reports over HTTP when subscribe or record starts
+// (docs/cli.md "Engine discovery"; codec/engine_report.h). The keys given here win over the
+// engine's report.
+struct EngineSourceSpec {
+  SourceConfig config;  // the name and the keys given; endpoint holds the engine's URL
+  bool dp_size_given = false;
+  std::string engine_host;  // without IPv6 brackets
+  uint16_t engine_port = 0;
+};
+
+// True when `spec` has FORMAT auto and an http:// ENDPOINT (ParseSourceSpec then refuses it).
+bool IsEngineSourceSpec(std::string_view spec);
+
+// Parses an auto@http:// spec. kInvalidArgument as ParseSourceSpec, or when the address is not
+// http://HOST:PORT or a key does not apply to an engine (bind, serves).
+Result<EngineSourceSpec> ParseEngineSourceSpec(std::string_view spec);
 
 // A parsed `--config FILE`.
 struct SourcesConfig {
@@ -52,6 +71,10 @@ Result<SourcesConfig> ParseSourcesConfig(std::string_view json, std::string_view
 // FromJson ignores unknown keys; kMalformed for wrong types.
 std::string SourceConfigToJson(const SourceConfig& config);
 Result<SourceConfig> SourceConfigFromJson(std::string_view json);
+
+// Checks `config` and expands its dp_size into one source per rank on port + r (the replay port
+// + r too); dp_size 1 gives `config` itself. kInvalidArgument naming the problem.
+Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config);
 
 // Returns `endpoint` with its TCP port increased by `offset` (tcp://h:5557 + 1 -> tcp://h:5558).
 // kInvalidArgument when the endpoint has no numeric port or the result exceeds 65535.
