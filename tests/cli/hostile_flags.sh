@@ -7,7 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 
-# Relative hostile values ("0", "nan") name files in the current directory: make it $TMP.
+# Relative hostile values ("0", "nan") name files in the current directory: make it $TMP (each
+# job below works in a subdirectory of its own).
 cd "$TMP" || exit 1
 port=$((20000 + RANDOM % 20000))
 # A small request trace and a small capture: the inputs the base command lines read.
@@ -71,6 +72,9 @@ check_command() {
   local name=$1
   shift 2
   (
+    # Each job in a directory of its own: relative values ("-1", "0") name files there, so one
+    # job's output file is never another job's live, mapped capture.
+    mkdir -p "$TMP/$name.d" && cd "$TMP/$name.d" || exit 1
     stdout_file=$TMP/$name.stdout
     stderr_file=$TMP/$name.stderr
     failures=0
