@@ -55,28 +55,6 @@ std::string_view WhatOf(error_code e) {
 
 bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// The digits at `p` (at least 8 readable bytes): their count when below 8 (0 when `p` is no
-// digit), and their value in `*value`; 8 means eight or more digits, left to the caller. One
-// 8-byte load and a few multiplies instead of a loop per digit: a byte is a digit when neither
-// b + 0x46 nor b - 0x30 sets its top bit, and no carry or borrow crosses from a digit byte into
-// the next, so the lowest flagged byte is exactly the first non-digit.
-size_t ShortDigits(const char* p, uint64_t* value) {
-  uint64_t w = 0;
-  std::memcpy(&w, p, 8);
-  if constexpr (std::endian::native != std::endian::little) w = __builtin_bswap64(w);
-  const uint64_t flags =
-      ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
-  if (flags == 0) return 8;
-  const auto digits = static_cast<size_t>(std::countr_zero(flags)) / 8;
-  if (digits == 0) return 0;
-  // The digits moved to the top bytes (zeros before them), then SWAR-converted in three steps.
-  uint64_t v = (w & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - digits));
-  v = (v * 2561) >> 8;
-  v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
-  *value = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
-  return digits;
-}
-
 // The common array of ids read straight from its text: `p` stands on the '[' of an array the
 // parser has not read; the document ends at `end`, which has at least kJsonPadding readable bytes
 // after it. Succeeds only when every element is a plain non-negative integer (no sign, fraction,
@@ -96,10 +74,26 @@ const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std
     return p;
   }
   while (p < end) {
+    // The digits at p, from one 8-byte load (the padding keeps 8 bytes readable): a byte is a
+    // digit when neither b + 0x46 nor b - 0x30 sets its top bit, and no carry or borrow crosses
+    // from a digit byte into the next, so the lowest flagged byte is the first non-digit (no
+    // flag: eight or more digits). Up to seven are moved to the top bytes and converted in three
+    // multiplies instead of a loop per digit.
+    uint64_t w = 0;
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native != std::endian::little) w = __builtin_bswap64(w);
+    const uint64_t flags =
+        ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
+    size_t width = static_cast<size_t>(std::countr_zero(flags)) / 8;
     uint64_t value = 0;
-    size_t width = ShortDigits(p, &value);
-    if (width == 8) {  // a long one: digit by digit, at most 19
-      value = 0;
+    if (width - 1 < 7) [[likely]] {
+      uint64_t v = (w & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - width));
+      v = (v * 2561) >> 8;
+      v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+      value = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+    } else if (width == 0) {
+      return nullptr;
+    } else {  // eight or more digits: digit by digit, at most 19
       width = 0;
       while (p + width < end && width <= 19 && static_cast<unsigned char>(p[width] - '0') <= 9) {
         value = value * 10 + static_cast<uint64_t>(p[width] - '0');
@@ -107,12 +101,12 @@ const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std
       }
       if (width > 19) return nullptr;
     }
-    if (width == 0 || p + width > end || (width > 1 && *p == '0') || value > max) return nullptr;
+    if (p + width > end || (width > 1 && *p == '0') || value > max) return nullptr;
     ids.push_back(static_cast<T>(value));
     p += width;
-    if (p < end && *p == ',') [[likely]] {
+    if (*p == ',') [[likely]] {  // *p is readable: p <= end, and the padding follows
       ++p;
-      if (static_cast<unsigned char>(*p) <= ' ') {  // the padding keeps *p readable
+      if (static_cast<unsigned char>(*p) <= ' ') {
         while (p < end && IsJsonSpace(*p)) ++p;
       }
       continue;
