@@ -1,23 +1,33 @@
 // The HTTP /query path minus the socket, at fixed sizes (docs/benchmarks.md), each step beside the
-// baseline it should approach, in the same binary:
+// baseline it should approach, in the same binary. Every bench runs at 512, 2,048 and 8,192 token
+// ids against 64 instances:
 //
-//  BM_NlohmannParse/2048         baseline: nlohmann::json::parse of a /query body with 2,048 token
-//                                ids ({"model":"m","token_ids":[...]}, 11,596 bytes; ids <
+//  BM_NlohmannParse/N            baseline: nlohmann::json::parse of a /query body with N token ids
+//                                ({"model":"m","token_ids":[...]}, 11,596 bytes at 2,048; ids <
 //                                151,936).
-//  BM_ParseQueryRequest/2048     kvindex::ParseQueryRequest of the same body.
-//  BM_PrefixIndex_MatchTokens/2048  baseline: PrefixIndex::MatchTokens alone on the same tokens
+//  BM_ParseQueryRequest/N        kvindex::ParseQueryRequest of the same body.
+//  BM_PrefixIndex_MatchTokens/N  baseline: PrefixIndex::MatchTokens alone on the same tokens
 //                                (prefix hashing included) against the index below.
-//  BM_RenderQueryAnswer/2048     RenderQueryAnswer of that match (64 instances).
-//  BM_QueryServer_Handle/2048    QueryServer::Handle("POST", "/query", body): parse + match +
+//  BM_RenderQueryAnswer/N        RenderQueryAnswer of that match (64 instances).
+//  BM_QueryServer_Handle/N       QueryServer::Handle("POST", "/query", body): parse + match +
 //                                render + the server's own metrics, as the HTTP worker runs it.
+//  BM_QueryService_Handle/N      QueryService::Handle of the same body into one reused
+//                                ServiceAnswer (the transport-free service, buffers reused).
 //
 // The index: 64 instances (block size 16) x 163 chains of 128 blocks, the first 32 blocks one of 8
 // shared prompts: 64 x (32 + 163 x 96) = 1,003,520 presences. Queries cycle over 256 stored chains
-// (fully matched by one instance, 32 blocks by 1/8 of the others). Counters: p50_ns from
-// per-iteration timings.
+// (fully matched by one instance, 32 blocks by 1/8 of the others): at 512 tokens the chain's first
+// 512, at 2,048 the whole chain, at 8,192 the chain followed by 6,144 tokens no instance holds.
+// Counters: p50_ns from per-iteration timings.
+//
+// With QUERY_PATH_ITERATIONS=n in the environment each bench runs exactly n iterations once (no
+// calibration runs), so that a run under `valgrind --tool=callgrind` counts a known number of
+// requests (scripts/query-path-instructions.sh).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,6 +39,7 @@
 #include "kvindex/http/query_server.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/query/query_json.h"
+#include "kvindex/query/query_service.h"
 
 namespace {
 
@@ -68,8 +79,7 @@ struct Fixture {
   PrefixIndex index;
   LocalBackend backend{&index};
   std::unique_ptr<QueryServer> server;
-  std::vector<std::vector<TokenId>> queries;
-  std::vector<std::string> bodies;
+  std::vector<std::vector<TokenId>> chains;  // kQueries stored chains of 2,048 tokens
 };
 
 const Fixture& GetFixture() {
@@ -92,14 +102,13 @@ const Fixture& GetFixture() {
       for (int b = 0; b < kChainBlocks; ++b)
         e.block_hashes.push_back(EngineHash{h += 0x9e3779b97f4a7c15ULL});
       e.tier = Tier::Gpu();
-      if (static_cast<size_t>(c) % 40 == 0 && x->queries.size() < kQueries)
-        x->queries.push_back(e.token_ids);
+      if (static_cast<size_t>(c) % 40 == 0 && x->chains.size() < kQueries)
+        x->chains.push_back(e.token_ids);
       EventBatch batch;
       batch.dp_rank = 0;
       batch.events.push_back(std::move(e));
       (void)x->backend.Apply(ids[static_cast<size_t>(c) % kInstances], batch);
     }
-    for (const auto& q : x->queries) x->bodies.push_back(BodyFor(q));
     QueryServerOptions options;
     options.listen = false;
     auto started = QueryServer::Start(x->index, x->backend, options);
@@ -108,6 +117,29 @@ const Fixture& GetFixture() {
   }();
   return *f;
 }
+
+// The kQueries queries of `n` tokens and their /query bodies (see the header comment).
+struct QuerySet {
+  std::vector<std::vector<TokenId>> tokens;
+  std::vector<std::string> bodies;
+};
+
+const QuerySet& QueriesAt(size_t n) {
+  static std::map<size_t, QuerySet> sets;
+  auto [it, fresh] = sets.try_emplace(n);
+  if (!fresh) return it->second;
+  std::mt19937_64 rng(n);
+  for (const std::vector<TokenId>& chain : GetFixture().chains) {
+    std::vector<TokenId> q(chain.begin(), chain.begin() + static_cast<ptrdiff_t>(
+                                                             std::min(n, chain.size())));
+    while (q.size() < n) q.push_back(static_cast<TokenId>(rng() % 151936));
+    it->second.bodies.push_back(BodyFor(q));
+    it->second.tokens.push_back(std::move(q));
+  }
+  return it->second;
+}
+
+size_t TokensArg(const benchmark::State& state) { return static_cast<size_t>(state.range(0)); }
 
 void ReportP50(benchmark::State& state, std::vector<double>& ns) {
   if (ns.empty()) return;
@@ -132,43 +164,43 @@ void Timed(benchmark::State& state, F&& f) {
 }
 
 void BM_NlohmannParse(benchmark::State& state) {
-  const Fixture& f = GetFixture();
-  state.counters["body_bytes"] = static_cast<double>(f.bodies[0].size());
+  const QuerySet& qs = QueriesAt(TokensArg(state));
+  state.counters["body_bytes"] = static_cast<double>(qs.bodies[0].size());
   Timed(state, [&](size_t q) {
-    auto j = nlohmann::json::parse(f.bodies[q]);
+    auto j = nlohmann::json::parse(qs.bodies[q]);
     benchmark::DoNotOptimize(j);
   });
 }
-BENCHMARK(BM_NlohmannParse)->Arg(2048);
 
 void BM_ParseQueryRequest(benchmark::State& state) {
-  const Fixture& f = GetFixture();
+  const size_t n = TokensArg(state);
+  const QuerySet& qs = QueriesAt(n);
   Timed(state, [&](size_t q) {
-    auto r = ParseQueryRequest(f.bodies[q]);
-    if (!r.ok() || r->tokens.size() != 2048) state.SkipWithError("parse failed");
+    auto r = ParseQueryRequest(qs.bodies[q]);
+    if (!r.ok() || r->tokens.size() != n) state.SkipWithError("parse failed");
     benchmark::DoNotOptimize(r);
   });
 }
-BENCHMARK(BM_ParseQueryRequest)->Arg(2048);
 
 void BM_PrefixIndex_MatchTokens(benchmark::State& state) {
   const Fixture& f = GetFixture();
+  const QuerySet& qs = QueriesAt(TokensArg(state));
   MatchQuery mq;
   mq.model = "m";
   state.counters["presences"] = static_cast<double>(f.index.stats().presences);
   Timed(state, [&](size_t q) {
-    auto m = f.index.MatchTokens(mq, f.queries[q]);
+    auto m = f.index.MatchTokens(mq, qs.tokens[q]);
     benchmark::DoNotOptimize(m);
   });
 }
-BENCHMARK(BM_PrefixIndex_MatchTokens)->Arg(2048);
 
 void BM_RenderQueryAnswer(benchmark::State& state) {
   const Fixture& f = GetFixture();
+  const QuerySet& qs = QueriesAt(TokensArg(state));
   MatchQuery mq;
   mq.model = "m";
   std::vector<PrefixMatch> matches;
-  for (const auto& q : f.queries) matches.push_back(*f.index.MatchTokens(mq, q));
+  for (const auto& q : qs.tokens) matches.push_back(*f.index.MatchTokens(mq, q));
   state.counters["answer_bytes"] =
       static_cast<double>(RenderQueryAnswer(matches[0], "default").size());
   Timed(state, [&](size_t q) {
@@ -176,20 +208,52 @@ void BM_RenderQueryAnswer(benchmark::State& state) {
     benchmark::DoNotOptimize(s);
   });
 }
-BENCHMARK(BM_RenderQueryAnswer)->Arg(2048);
 
 void BM_QueryServer_Handle(benchmark::State& state) {
   const Fixture& f = GetFixture();
+  const QuerySet& qs = QueriesAt(TokensArg(state));
   std::string out;
   std::string content_type;
   Timed(state, [&](size_t q) {
-    const int code = f.server->Handle("POST", "/query", f.bodies[q], out, content_type);
+    const int code = f.server->Handle("POST", "/query", qs.bodies[q], out, content_type);
     if (code != 200) state.SkipWithError("query failed");
     benchmark::DoNotOptimize(out);
   });
 }
-BENCHMARK(BM_QueryServer_Handle)->Arg(2048);
+
+// QueryService::Handle into one reused ServiceAnswer: the answer path as a transport that keeps
+// its answer buffer per thread runs it (no allocation in steady state).
+void BM_QueryService_Handle(benchmark::State& state) {
+  Fixture& f = const_cast<Fixture&>(GetFixture());
+  const QuerySet& qs = QueriesAt(TokensArg(state));
+  static QueryService service(f.index, f.backend);
+  ServiceAnswer answer;
+  Timed(state, [&](size_t q) {
+    service.Handle("POST", "/query", qs.bodies[q], answer);
+    if (answer.status != 200) state.SkipWithError("query failed");
+    benchmark::DoNotOptimize(answer.body);
+  });
+}
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const char* fixed = std::getenv("QUERY_PATH_ITERATIONS");
+  const int64_t iterations = fixed != nullptr ? std::atoll(fixed) : 0;
+  const std::pair<const char*, void (*)(benchmark::State&)> benches[] = {
+      {"BM_NlohmannParse", BM_NlohmannParse},
+      {"BM_ParseQueryRequest", BM_ParseQueryRequest},
+      {"BM_PrefixIndex_MatchTokens", BM_PrefixIndex_MatchTokens},
+      {"BM_RenderQueryAnswer", BM_RenderQueryAnswer},
+      {"BM_QueryServer_Handle", BM_QueryServer_Handle},
+      {"BM_QueryService_Handle", BM_QueryService_Handle},
+  };
+  for (const auto& [name, fn] : benches) {
+    auto* b = benchmark::RegisterBenchmark(name, fn)->Arg(512)->Arg(2048)->Arg(8192);
+    if (iterations > 0) b->Iterations(iterations);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

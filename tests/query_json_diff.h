@@ -241,9 +241,21 @@ inline std::string ParseDifference(std::string_view body) {
         !SameError(lib.status().message(), ref.status().message())) {
       return "errors differ: " + lib.status().message() + " | " + ref.status().message();
     }
+    static QueryRequest reused_after_error;
+    const Status again = ParseQueryRequest(body, reused_after_error);
+    if (again.ok() || again.message() != lib.status().message()) {
+      return "the reusing parse answers otherwise: " + again.message();
+    }
     return "";
   }
-  return SameRequest(*lib, *ref) ? "" : "requests differ";
+  if (!SameRequest(*lib, *ref)) return "requests differ";
+  // The reusing form, into one request kept across every body checked (whatever the previous one
+  // left in it), must give the same request.
+  static QueryRequest reused;
+  if (const Status status = ParseQueryRequest(body, reused); !status.ok()) {
+    return "the reusing parse rejects: " + status.message();
+  }
+  return SameRequest(reused, *lib) ? "" : "the reusing parse gives another request";
 }
 
 }  // namespace kvindex::test

@@ -224,6 +224,32 @@ TEST_CASE("Edge cases: the parser and the DOM reference agree") {
       "{",
       R"({"model":"m","token_ids":[1)",
       R"({"model":"m","token_ids":[1]}})",
+      // Arrays of ids read straight from the text, and their look-alikes the parser decides.
+      "{\"model\":\"m\",\"token_ids\":[ 1 ,2 ,\n3\t,\r\n4 ]}",
+      R"({"model":"m","token_ids":[1, 2, 3]})",
+      R"({"model":"m","token_ids":[ ]})",
+      R"({"model":"m","token_ids":[12345678,123456789,1234567,4294967295,0,10]})",
+      R"({"model":"m","token_ids":[1234567890123456789]})",
+      R"({"model":"m","token_ids":[12345678901234567890]})",
+      R"({"model":"m","token_ids":[123456789012345678901]})",
+      R"({"model":"m","token_ids":[00000001]})",
+      R"({"model":"m","token_ids":[10,010]})",
+      R"({"model":"m","token_ids":[1 2]})",
+      R"({"model":"m","token_ids":[1,,2]})",
+      R"({"model":"m","token_ids":[1,2,]})",
+      R"({"model":"m","token_ids":[1,-2]})",
+      R"({"model":"m","token_ids":[1,2.5]})",
+      R"({"model":"m","token_ids":[1,2e1]})",
+      R"({"model":"m","token_ids":[1,2,"3"]})",
+      R"({"model":"m","token_ids":[1,[2]]})",
+      R"({"model":"m","token_ids":[1,null]})",
+      R"({"model":"m","token_ids":[12345)",
+      R"({"model":"m","token_ids":[12345678901)",
+      R"({"model":"m","token_ids":[1,2])",
+      R"({"model":"m","token_ids":[1,2]]})",
+      R"({"model":"m","token_ids":[1]2})",
+      R"({"token_ids":[1,2,3],"model":"m"})",
+      R"({"token_ids":[1,2,3] , "model":"m","token_ids":[4]})",
   };
   for (const std::string& body : bodies) {
     INFO(body);
@@ -291,9 +317,13 @@ TEST_CASE("Rendering: the direct writer and the DOM writer give the same bytes")
       if (rng() % 10 == 0) m.other_tiers.emplace_back(rng() % 2 ? "NVME" : "DP", 5);
     }
     const std::string& tenant = tenants[rng() % tenants.size()];
+    // `reused` keeps the previous answer's bytes: the reusing form must replace them all.
+    static std::string reused;
     for (bool compat : {false, true}) {
-      CHECK(RenderQueryAnswer(match, tenant, compat) ==
-            RenderQueryAnswerWithDom(match, tenant, compat));
+      const std::string dom = RenderQueryAnswerWithDom(match, tenant, compat);
+      CHECK(RenderQueryAnswer(match, tenant, compat) == dom);
+      RenderQueryAnswer(match, tenant, compat, nullptr, reused);
+      CHECK(reused == dom);
     }
   }
   // The common case is written directly, byte for byte as the upstream conductor shape.

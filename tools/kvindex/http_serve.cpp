@@ -1,5 +1,6 @@
 #include "http_serve.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -69,6 +70,7 @@ class SubscriberBackend : public ServerBackend {
       });
       configs_.push_back(config);
       unregistered_.erase(config.name);
+      generation_.fetch_add(1);
     }
     return Status::Ok();
   }
@@ -85,12 +87,20 @@ class SubscriberBackend : public ServerBackend {
     if (result.ok()) {
       std::lock_guard lock(mutex_);
       unregistered_.insert(instance);
+      generation_.fetch_add(1);
     }
     return result;
   }
 
+ protected:
+  // Both counters only grow, so their sum changes whenever either does.
+  uint64_t TrustGeneration() const override {
+    return subscriber_->status_generation() + generation_.load();
+  }
+
  private:
   Subscriber* subscriber_;
+  std::atomic<uint64_t> generation_{0};  // bumped by every register / unregister
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
   std::set<std::string> unregistered_;

@@ -511,11 +511,11 @@ struct PrefixIndex::Impl {
   enum class Mode { kTokens, kEngine, kPrefix };
 
   // The answer to `q` by token ids, engine hashes or prefix hashes (the span of `mode`; the others
-  // are empty). Fails (kInvalidArgument) for an explicit block size of 0. Takes the shared lock;
-  // the spans are read only during the call.
-  Result<PrefixMatch> Match(const MatchQuery& q, Mode mode, std::span<const TokenId> tokens,
-                            std::span<const EngineHash> engine,
-                            std::span<const PrefixHash> prefix) const;
+  // are empty), into `out` (cleared first, its storage reused). Fails (kInvalidArgument) for an
+  // explicit block size of 0. Takes the shared lock; the spans are read only during the call.
+  Status Match(const MatchQuery& q, Mode mode, std::span<const TokenId> tokens,
+               std::span<const EngineHash> engine, std::span<const PrefixHash> prefix,
+               PrefixMatch& out) const;
   // Match()'s stages, forced inline into it: the walk of the group led by `lead` by token ids
   // or prefix hashes (the software-pipelined resolution of their keys), and the answer built from
   // the walks.

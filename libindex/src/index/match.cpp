@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvindex/core/block_hash.h"
@@ -51,6 +52,8 @@ struct PrefixIndex::Impl::Scratch {
   std::vector<uint32_t> resolved;
   std::vector<uint32_t> named;
   std::vector<uint8_t> done;
+  Scope scope;
+  std::pair<std::string, std::string> tm_key;  // (tenant, model)
 };
 
 // Walks `n` blocks for the members in `group` (indices into scratch.members); resolve(d) gives
@@ -312,16 +315,15 @@ void PrefixIndex::Impl::CollectResults(const Scratch& sc, PrefixMatch& out) cons
   }
 }
 
-Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
-                                             std::span<const TokenId> tokens,
-                                             std::span<const EngineHash> engine,
-                                             std::span<const PrefixHash> prefix) const {
+Status PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode, std::span<const TokenId> tokens,
+                                std::span<const EngineHash> engine,
+                                std::span<const PrefixHash> prefix, PrefixMatch& out) const {
+  out.instances.clear();  // its capacity serves this answer
   if (q.block_size && *q.block_size == 0) {
     // Never a division by 0 (docs/upstream-pitfalls.md "A block size of 0 never divides").
     return Status::InvalidArgument("query: block_size must be positive");
   }
   thread_local Scratch sc;
-  PrefixMatch out;
   std::shared_lock<RwLock> guard(lock);
   // Candidates, in name order.
   sc.members.clear();
@@ -351,8 +353,10 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
     named.erase(std::unique(named.begin(), named.end()), named.end());
     for (uint32_t ii : named) add_member(ii);
   } else {
-    auto it = tm_ids.find({q.tenant, q.model});
-    if (it == tm_ids.end()) return out;
+    sc.tm_key.first.assign(q.tenant);  // the scratch's key keeps its storage: no copy allocated
+    sc.tm_key.second.assign(q.model);
+    auto it = tm_ids.find(sc.tm_key);
+    if (it == tm_ids.end()) return Status::Ok();
     const uint32_t tm = it->second;
     if (tm < tm_members.size()) {
       for (uint32_t ii : tm_members[tm]) {
@@ -360,8 +364,8 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
       }
     }
   }
-  // Scope per distinct block size.
-  Scope s;
+  // Scope per distinct block size (the scratch's, whose strings keep their storage).
+  Scope& s = sc.scope;
   s.tenant = q.tenant;
   s.model = q.model;
   s.lora = q.lora;
@@ -412,7 +416,7 @@ Result<PrefixMatch> PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode,
     WalkKeyed(sc, mode, tokens, prefix, lead);
   }
   CollectResults(sc, out);
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace kvindex

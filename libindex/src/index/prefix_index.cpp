@@ -170,17 +170,38 @@ Result<ApplyResult> PrefixIndex::RemoveInstance(std::string_view instance) {
 
 Result<PrefixMatch> PrefixIndex::MatchTokens(const MatchQuery& query,
                                              std::span<const TokenId> tokens) const {
-  return impl_->Match(query, Impl::Mode::kTokens, tokens, {}, {});
+  PrefixMatch out;
+  KVINDEX_RETURN_IF_ERROR(MatchTokens(query, tokens, out));
+  return out;
 }
 
 Result<PrefixMatch> PrefixIndex::MatchEngineHashes(const MatchQuery& query,
                                                    std::span<const EngineHash> hashes) const {
-  return impl_->Match(query, Impl::Mode::kEngine, {}, hashes, {});
+  PrefixMatch out;
+  KVINDEX_RETURN_IF_ERROR(MatchEngineHashes(query, hashes, out));
+  return out;
 }
 
 Result<PrefixMatch> PrefixIndex::MatchPrefixHashes(const MatchQuery& query,
                                                    std::span<const PrefixHash> hashes) const {
-  return impl_->Match(query, Impl::Mode::kPrefix, {}, {}, hashes);
+  PrefixMatch out;
+  KVINDEX_RETURN_IF_ERROR(MatchPrefixHashes(query, hashes, out));
+  return out;
+}
+
+Status PrefixIndex::MatchTokens(const MatchQuery& query, std::span<const TokenId> tokens,
+                                PrefixMatch& out) const {
+  return impl_->Match(query, Impl::Mode::kTokens, tokens, {}, {}, out);
+}
+
+Status PrefixIndex::MatchEngineHashes(const MatchQuery& query, std::span<const EngineHash> hashes,
+                                      PrefixMatch& out) const {
+  return impl_->Match(query, Impl::Mode::kEngine, {}, hashes, {}, out);
+}
+
+Status PrefixIndex::MatchPrefixHashes(const MatchQuery& query, std::span<const PrefixHash> hashes,
+                                      PrefixMatch& out) const {
+  return impl_->Match(query, Impl::Mode::kPrefix, {}, {}, hashes, out);
 }
 
 IndexStats PrefixIndex::stats() const {

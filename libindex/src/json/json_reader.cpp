@@ -5,6 +5,8 @@
 #include "kvindex/json/json_reader.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -49,6 +51,77 @@ std::string_view WhatOf(error_code e) {
     default:
       return "bad JSON structure";
   }
+}
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// The common array of ids read straight from its text: `p` stands on the '[' of an array the
+// parser has not read; the document ends at `end`, which has at least kJsonPadding readable bytes
+// after it. Succeeds only when every element is a plain non-negative integer (no sign, fraction,
+// exponent or leading zero) of at most 19 digits and at most `max`, separated by ',' and JSON
+// whitespace: then appends them to `ids`, sets `*count` and returns the closing ']'. Anything else
+// returns nullptr, leaving the array to the parser's own per-element path, which decides what it
+// is (a bad id, a bad number, not JSON). The text accepted here is valid JSON as it stands, so
+// the parser only has to step over it.
+template <typename T>
+const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std::vector<T>& ids,
+                               size_t* count) {
+  const size_t first = ids.size();
+  ++p;  // '['
+  while (p < end && IsJsonSpace(*p)) ++p;
+  if (p < end && *p == ']') {
+    *count = 0;
+    return p;
+  }
+  while (p < end) {
+    // The digits at p, from one 8-byte load (the padding keeps 8 bytes readable): a byte is a
+    // digit when neither b + 0x46 nor b - 0x30 sets its top bit, and no carry or borrow crosses
+    // from a digit byte into the next, so the lowest flagged byte is the first non-digit (no
+    // flag: eight or more digits). Up to seven are moved to the top bytes and converted in three
+    // multiplies instead of a loop per digit.
+    uint64_t w = 0;
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native != std::endian::little) w = __builtin_bswap64(w);
+    const uint64_t flags =
+        ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
+    size_t width = static_cast<size_t>(std::countr_zero(flags)) / 8;
+    uint64_t value = 0;
+    if (width - 1 < 7) [[likely]] {
+      uint64_t v = (w & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - width));
+      v = (v * 2561) >> 8;
+      v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+      value = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+    } else if (width == 0) {
+      return nullptr;
+    } else {  // eight or more digits: digit by digit, at most 19
+      width = 0;
+      while (p + width < end && width <= 19 && static_cast<unsigned char>(p[width] - '0') <= 9) {
+        value = value * 10 + static_cast<uint64_t>(p[width] - '0');
+        ++width;
+      }
+      if (width > 19) return nullptr;
+    }
+    if (p + width > end || (width > 1 && *p == '0') || value > max) return nullptr;
+    ids.push_back(static_cast<T>(value));
+    p += width;
+    if (*p == ',') [[likely]] {  // *p is readable: p <= end, and the padding follows
+      ++p;
+      if (static_cast<unsigned char>(*p) <= ' ') {
+        while (p < end && IsJsonSpace(*p)) ++p;
+      }
+      continue;
+    }
+    while (p < end && IsJsonSpace(*p)) ++p;
+    if (p == end) return nullptr;
+    if (*p == ']') {
+      *count = ids.size() - first;
+      return p;
+    }
+    if (*p != ',') return nullptr;
+    ++p;
+    while (p < end && IsJsonSpace(*p)) ++p;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -185,9 +258,25 @@ bool JsonReader::Impl::Skip(od::value& v) {
 template <typename T>
 bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rules,
                                      std::vector<T>* out, JsonUintArrayScan* scan) {
+  std::vector<T>& ids = *out;
+  const char* open = v.raw_json_token().data();
+  const size_t kept = ids.size();
+  size_t plain = 0;
+  if (const char* close = ScanPlainUintArray(open, base + size, rules.max, ids, &plain)) {
+    // Read from the text: the parser only steps over the array (its structure, no numbers),
+    // which must end where the scan did.
+    od::array skipped;
+    std::string_view text;
+    if (const error_code e = v.get_array().get(skipped); e != simdjson::SUCCESS) return Fail(e);
+    if (const error_code e = skipped.raw_json().get(text); e != simdjson::SUCCESS) return Fail(e);
+    if (text.data() + text.size() <= close) return Fail("expected ',' or ']' in array");
+    *scan = JsonUintArrayScan{};
+    scan->count = plain;
+    return true;
+  }
+  ids.resize(kept);
   od::array array;
   if (const error_code e = v.get_array().get(array); e != simdjson::SUCCESS) return Fail(e);
-  std::vector<T>& ids = *out;
   const uint64_t max = rules.max;
   size_t count = 0;
   JsonUintArrayScan found;
@@ -311,9 +400,10 @@ JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
   if (readable >= text.size() + simdjson::SIMDJSON_PADDING) {
     view = simdjson::padded_string_view(text.data(), text.size(), readable);
   } else {
-    impl.copy.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    // The padding is zeroed: the id scan reads words that reach into it.
     impl.copy.assign(text);
-    view = simdjson::padded_string_view(impl.copy.data(), impl.copy.size(), impl.copy.capacity());
+    impl.copy.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
+    view = simdjson::padded_string_view(impl.copy.data(), text.size(), impl.copy.size());
   }
   impl.base = view.data();
   impl.size = view.size();

@@ -15,6 +15,17 @@ InstanceTrustMap InstanceTrusts(std::span<const ServedSource> sources) {
   return out;
 }
 
+std::shared_ptr<const InstanceTrustMap> ServerBackend::Trust() const {
+  const uint64_t generation = TrustGeneration();
+  if (generation == 0) return std::make_shared<const InstanceTrustMap>(InstanceTrusts(Sources()));
+  std::lock_guard lock(trust_mutex_);
+  if (trust_ == nullptr || trust_generation_ != generation) {
+    trust_ = std::make_shared<const InstanceTrustMap>(InstanceTrusts(Sources()));
+    trust_generation_ = generation;
+  }
+  return trust_;
+}
+
 Result<SourceId> LocalBackend::AddSource(const SourceConfig& config) {
   std::lock_guard lock(mutex_);
   KVINDEX_ASSIGN_OR_RETURN(SourceId id, index_->AddSource(config));
@@ -23,6 +34,7 @@ Result<SourceId> LocalBackend::AddSource(const SourceConfig& config) {
   s.name = SourceDisplayName(config);
   s.config = config;
   s.state = "live";
+  generation_.fetch_add(1);
   return id;
 }
 
@@ -37,6 +49,7 @@ Result<ApplyResult> LocalBackend::Apply(SourceId source, const EventBatch& batch
     s.counters.events += batch.events.size();
     s.counters.index += result;
   }
+  // Counts only: no source's trust changed, so Trust() keeps its view.
   return result;
 }
 
@@ -71,6 +84,7 @@ Result<ApplyResult> LocalBackend::Unregister(const std::string& instance) {
   for (ServedSource& s : sources_) {
     if (s.config.name == instance) s.state = "unregistered";
   }
+  generation_.fetch_add(1);
   return result;
 }
 

@@ -88,8 +88,8 @@ class Writer {
 bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
                   const InstanceTrustMap* trust, std::string& out) {
   if (!PlainName(tenant)) return false;
-  std::vector<const InstanceMatch*> sorted;
-  sorted.reserve(match.instances.size());
+  thread_local std::vector<const InstanceMatch*> sorted;  // reused: no allocation per answer
+  sorted.clear();
   // Worst case of every piece: names, 5 numbers of 20 digits and the keys per instance, a
   // rank (10 digits) and a number per DP entry.
   size_t bound = 32 + tenant.size();
@@ -107,7 +107,8 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i - 1]->instance == sorted[i]->instance) return false;
   }
-  out.resize(bound);
+  // Grown only: a reused buffer keeps its bytes, and only new ones are zeroed.
+  if (out.size() < bound) out.resize(bound);
   Writer w(out.data());
   if (!conductor_compat) w.Lit("{\"data\":");
   w.Ch('{');
@@ -115,7 +116,7 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
     w.Ch('"');
     w.Str(tenant);
     w.Lit("\":{");
-    std::vector<std::pair<std::string, uint64_t>> dp;
+    thread_local std::vector<std::pair<std::string, uint64_t>> dp;
     for (size_t i = 0; i < sorted.size(); ++i) {
       const InstanceMatch& m = *sorted[i];
       if (i > 0) w.Ch(',');
@@ -177,16 +178,22 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
 
 }  // namespace
 
-Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request) {
+Status MatchRequest(const PrefixIndex& index, const QueryRequest& request, PrefixMatch& out) {
   switch (request.kind) {
     case QueryKind::kTokens:
-      return index.MatchTokens(request.match, request.tokens);
+      return index.MatchTokens(request.match, request.tokens, out);
     case QueryKind::kEngineHashes:
-      return index.MatchEngineHashes(request.match, request.engine_hashes);
+      return index.MatchEngineHashes(request.match, request.engine_hashes, out);
     case QueryKind::kPrefixHashes:
-      return index.MatchPrefixHashes(request.match, request.prefix_hashes);
+      return index.MatchPrefixHashes(request.match, request.prefix_hashes, out);
   }
   return Status::Internal("unknown query kind");
+}
+
+Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request) {
+  PrefixMatch out;
+  KVINDEX_RETURN_IF_ERROR(MatchRequest(index, request, out));
+  return out;
 }
 
 std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view tenant,
@@ -213,11 +220,18 @@ std::string RenderCacheAnswer(const PrefixMatch& match, const InstanceTrustMap* 
   return Dump(answer);
 }
 
+void RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
+                       const InstanceTrustMap* trust, std::string& out) {
+  if (!RenderDirect(match, tenant, conductor_compat, trust, out)) {
+    out = RenderQueryAnswerWithDom(match, tenant, conductor_compat, trust);
+  }
+}
+
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
                               bool conductor_compat, const InstanceTrustMap* trust) {
   std::string out;
-  if (RenderDirect(match, tenant, conductor_compat, trust, out)) return out;
-  return RenderQueryAnswerWithDom(match, tenant, conductor_compat, trust);
+  RenderQueryAnswer(match, tenant, conductor_compat, trust, out);
+  return out;
 }
 
 }  // namespace kvindex

@@ -48,7 +48,43 @@ struct Fields {
   std::vector<std::string> instance_names;
   Seen explain = Seen::kAbsent;
   bool explain_value = false;
+
+  // Back to "nothing seen", keeping every buffer's storage for the next body.
+  void Clear() {
+    for (StringField* f : {&model, &model_name, &lora_name, &instance_id, &tenant, &salt}) {
+      f->seen = Seen::kAbsent;
+      f->value.clear();
+    }
+    lora_id = {};
+    block_size = {};
+    tokens = {};
+    block_hash = {};
+    seq_hashes = {};
+    token_ids.clear();
+    block_hashes.clear();
+    seq_hash_values.clear();
+    instances = Seen::kAbsent;
+    instance_names.clear();
+    explain = Seen::kAbsent;
+    explain_value = false;
+  }
 };
+
+// The fields of the body being read, one set per thread: its buffers serve the next body.
+// Buffers grown past kKeptIds elements by a large body are released after it.
+constexpr size_t kKeptIds = size_t{1} << 18;
+
+Fields& ThreadFields() {
+  thread_local Fields fields;
+  fields.Clear();
+  return fields;
+}
+
+void ReleaseLarge(Fields& f) {
+  if (f.token_ids.capacity() > kKeptIds) std::vector<TokenId>().swap(f.token_ids);
+  if (f.block_hashes.capacity() > kKeptIds) std::vector<uint64_t>().swap(f.block_hashes);
+  if (f.seq_hash_values.capacity() > kKeptIds) std::vector<uint64_t>().swap(f.seq_hash_values);
+}
 
 bool IsInteger(const JsonNumber& n) {
   return n.kind == JsonNumber::Kind::kUnsigned || n.kind == JsonNumber::Kind::kSigned;
@@ -294,9 +330,10 @@ Status ScopeFrom(const Fields& f, const StringField& model, std::string_view mod
                  QueryRequest& request) {
   if (model.seen == Seen::kAbsent) return Bad(std::string(model_key) + ": missing");
   KVINDEX_RETURN_IF_ERROR(CheckString(model, model_key));
-  request.match.model = model.value;
+  request.match.model.assign(model.value);
   KVINDEX_RETURN_IF_ERROR(CheckString(f.lora_name, "lora_name"));
-  const std::string lora_name = f.lora_name.seen == Seen::kGood ? f.lora_name.value : "";
+  const std::string_view lora_name =
+      f.lora_name.seen == Seen::kGood ? std::string_view(f.lora_name.value) : std::string_view();
   std::optional<int64_t> lora_id;
   if (f.lora_id.seen == Seen::kOther) return Bad("lora_id: expected an integer");
   if (f.lora_id.seen == Seen::kGood) lora_id = f.lora_id.value;
@@ -305,10 +342,11 @@ Status ScopeFrom(const Fields& f, const StringField& model, std::string_view mod
   }
   request.match.lora = LoraNameFrom(lora_name, lora_id);
   if (f.tenant.seen == Seen::kOther) return Bad("tenant_id: expected a string or an integer");
-  request.match.tenant =
-      std::string(TenantOrDefault(f.tenant.seen == Seen::kGood ? f.tenant.value : ""));
+  request.match.tenant.assign(TenantOrDefault(f.tenant.seen == Seen::kGood ? f.tenant.value : ""));
   if (f.salt.seen == Seen::kOther) return Bad("cache_salt: expected a string or an integer");
-  if (f.salt.seen == Seen::kGood) request.match.salt = f.salt.value;
+  request.match.salt.clear();
+  if (f.salt.seen == Seen::kGood) request.match.salt.assign(f.salt.value);
+  request.match.block_size.reset();
   if (f.block_size.seen != Seen::kAbsent) {
     if (f.block_size.seen == Seen::kOther || f.block_size.value <= 0 ||
         f.block_size.value > std::numeric_limits<uint32_t>::max()) {
@@ -330,22 +368,25 @@ Status TokensFrom(Fields& f, QueryRequest& request) {
                "]: expected a token id from 0 to 4294967295");
   }
   request.kind = QueryKind::kTokens;
-  request.tokens = std::move(f.token_ids);
+  // A swap: the request's old buffer becomes the next body's (a request reused per thread and the
+  // per-thread fields then trade two buffers and allocate nothing).
+  request.tokens.swap(f.token_ids);
   return Status::Ok();
 }
 
 Status InstancesFrom(Fields& f, QueryRequest& request) {
   if (f.instances == Seen::kOther) return Bad("instances: expected an array of instance names");
   for (std::string& name : f.instance_names) request.match.instances.push_back(std::move(name));
+  f.instance_names.clear();
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<QueryRequest> ParseQueryRequest(std::string_view body) {
-  Fields f;
-  KVINDEX_RETURN_IF_ERROR(ReadBody(body, f));
-  QueryRequest request;
+// Fills `request` (reset first, its buffers reused) from the fields read.
+Status QueryFrom(Fields& f, QueryRequest& request) {
+  request.match.instances.clear();
+  request.engine_hashes.clear();
+  request.prefix_hashes.clear();
+  request.explain = false;
   KVINDEX_RETURN_IF_ERROR(ScopeFrom(f, f.model, "model", request));
   const int kinds = (f.tokens.seen != Seen::kAbsent) + (f.block_hash.seen != Seen::kAbsent) +
                     (f.seq_hashes.seen != Seen::kAbsent);
@@ -353,13 +394,15 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body) {
   if (f.tokens.seen != Seen::kAbsent) {
     KVINDEX_RETURN_IF_ERROR(TokensFrom(f, request));
   } else {
+    request.tokens.clear();
     const bool engine = f.block_hash.seen != Seen::kAbsent;
     const IdsField& field = engine ? f.block_hash : f.seq_hashes;
-    const std::string key = engine ? "block_hash" : "seq_hashes";
-    if (field.seen == Seen::kOther) return Bad(key + ": expected an array of hashes");
-    if (field.count > kMaxQueryTokens) return Bad(key + ": too many hashes");
+    const std::string_view key = engine ? "block_hash" : "seq_hashes";
+    if (field.seen == Seen::kOther) return Bad(std::string(key) + ": expected an array of hashes");
+    if (field.count > kMaxQueryTokens) return Bad(std::string(key) + ": too many hashes");
     if (field.first_bad != std::string_view::npos) {
-      return Bad(key + "[" + std::to_string(field.first_bad) + "]: expected a 64-bit hash");
+      return Bad(std::string(key) + "[" + std::to_string(field.first_bad) +
+                 "]: expected a 64-bit hash");
     }
     request.kind = engine ? QueryKind::kEngineHashes : QueryKind::kPrefixHashes;
     const std::vector<uint64_t>& hashes = engine ? f.block_hashes : f.seq_hash_values;
@@ -378,19 +421,51 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body) {
   KVINDEX_RETURN_IF_ERROR(InstancesFrom(f, request));
   if (f.explain == Seen::kOther) return Bad("explain: expected true or false");
   request.explain = f.explain == Seen::kGood && f.explain_value;
-  return request;
+  return Status::Ok();
 }
 
-Result<QueryRequest> ParseCacheRequest(std::string_view body) {
-  Fields f;
-  KVINDEX_RETURN_IF_ERROR(ReadBody(body, f));
-  QueryRequest request;
+Status CacheFrom(Fields& f, QueryRequest& request) {
+  request.match.instances.clear();
+  request.engine_hashes.clear();
+  request.prefix_hashes.clear();
+  request.explain = false;
   const bool named = f.model_name.seen != Seen::kAbsent;
   KVINDEX_RETURN_IF_ERROR(
       ScopeFrom(f, named ? f.model_name : f.model, named ? "model_name" : "model", request));
   if (f.tokens.seen == Seen::kAbsent) return Bad("token_ids: missing");
   KVINDEX_RETURN_IF_ERROR(TokensFrom(f, request));
-  KVINDEX_RETURN_IF_ERROR(InstancesFrom(f, request));
+  return InstancesFrom(f, request);
+}
+
+// Reads `body` into the thread's fields and fills `request` from them with `from`.
+Status Parse(std::string_view body, QueryRequest& request,
+             Status (*from)(Fields&, QueryRequest&)) {
+  Fields& f = ThreadFields();
+  Status status = ReadBody(body, f);
+  if (status.ok()) status = from(f, request);
+  ReleaseLarge(f);
+  return status;
+}
+
+}  // namespace
+
+Status ParseQueryRequest(std::string_view body, QueryRequest& request) {
+  return Parse(body, request, QueryFrom);
+}
+
+Status ParseCacheRequest(std::string_view body, QueryRequest& request) {
+  return Parse(body, request, CacheFrom);
+}
+
+Result<QueryRequest> ParseQueryRequest(std::string_view body) {
+  QueryRequest request;
+  KVINDEX_RETURN_IF_ERROR(ParseQueryRequest(body, request));
+  return request;
+}
+
+Result<QueryRequest> ParseCacheRequest(std::string_view body) {
+  QueryRequest request;
+  KVINDEX_RETURN_IF_ERROR(ParseCacheRequest(body, request));
   return request;
 }
 

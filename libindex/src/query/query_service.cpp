@@ -95,6 +95,23 @@ Json SourceJson(const ServedSource& s) {
   return j;
 }
 
+// Drops a reused request's id buffer after a body of more than kKeptIds ids, so one huge query
+// does not keep megabytes per thread.
+constexpr size_t kKeptIds = size_t{1} << 18;
+
+struct ReleaseLargeOnExit {
+  QueryRequest& request;
+  ~ReleaseLargeOnExit() {
+    if (request.tokens.capacity() > kKeptIds) std::vector<TokenId>().swap(request.tokens);
+    if (request.engine_hashes.capacity() > kKeptIds) {
+      std::vector<EngineHash>().swap(request.engine_hashes);
+    }
+    if (request.prefix_hashes.capacity() > kKeptIds) {
+      std::vector<PrefixHash>().swap(request.prefix_hashes);
+    }
+  }
+};
+
 }  // namespace
 
 QueryService::QueryService(const PrefixIndex& index, ServerBackend& backend,
@@ -111,6 +128,13 @@ std::string QueryService::TransportErrorBody(int status) {
 ServiceAnswer QueryService::Handle(std::string_view method, std::string_view path,
                                    std::string_view body) {
   ServiceAnswer answer;
+  Handle(method, path, body, answer);
+  return answer;
+}
+
+void QueryService::Handle(std::string_view method, std::string_view path, std::string_view body,
+                          ServiceAnswer& answer) {
+  answer.status = 200;
   answer.content_type = kJson;
   std::string& out = answer.body;
   struct Route {
@@ -130,7 +154,7 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
     out = ErrorBody("no such endpoint: " + std::string(path));
     metrics_.Count("other", 404);
     answer.status = 404;
-    return answer;
+    return;
   }
   const bool head_ok = method == "HEAD" && route->method == "GET";
   if (method != route->method && !head_ok) {
@@ -138,14 +162,14 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
                     " (use " + std::string(route->method) + ")");
     metrics_.Count(path, 405);
     answer.status = 405;
-    return answer;
+    return;
   }
   if (body.size() > kMaxQueryBodyBytes) {
     out = ErrorBody("request body of " + std::to_string(body.size()) +
                     " bytes exceeds the limit of " + std::to_string(kMaxQueryBodyBytes));
     metrics_.Count(path, 413);
     answer.status = 413;
-    return answer;
+    return;
   }
   int code = 200;
   if (path == "/query" || path == "/query_by_hash" || path == "/cache") {
@@ -168,27 +192,25 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
   }
   metrics_.Count(path, code);
   answer.status = code;
-  return answer;
 }
 
 int QueryService::Query(std::string_view body, std::string& out) {
-  Result<QueryRequest> parsed = ParseQueryRequest(body);
-  if (!parsed.ok()) {
-    out = ErrorBody(parsed.status().message());
-    return HttpStatusFor(parsed.status());
+  // One request and one match per thread, reused: a query allocates nothing once they (and
+  // `out`) have grown to its size.
+  thread_local QueryRequest request;
+  thread_local PrefixMatch match_storage;
+  const ReleaseLargeOnExit release{request};
+  if (const Status parsed = ParseQueryRequest(body, request); !parsed.ok()) {
+    out = ErrorBody(parsed.message());
+    return HttpStatusFor(parsed);
   }
-  const QueryRequest& request = *parsed;
-  Result<PrefixMatch> match = request.kind == QueryKind::kEngineHashes
-                                  ? index_.MatchEngineHashes(request.match, request.engine_hashes)
-                              : request.kind == QueryKind::kPrefixHashes
-                                  ? index_.MatchPrefixHashes(request.match, request.prefix_hashes)
-                                  : index_.MatchTokens(request.match, request.tokens);
-  if (!match.ok()) {
-    out = ErrorBody(match.status().message());
-    return HttpStatusFor(match.status()) == 500 ? 400 : HttpStatusFor(match.status());
+  PrefixMatch* match = &match_storage;
+  if (const Status matched = MatchRequest(index_, request, *match); !matched.ok()) {
+    out = ErrorBody(matched.message());
+    return HttpStatusFor(matched) == 500 ? 400 : HttpStatusFor(matched);
   }
-  const InstanceTrustMap trust = backend_.Trust();
-  out = RenderQueryAnswer(*match, request.match.tenant, options_.conductor_compat, &trust);
+  const std::shared_ptr<const InstanceTrustMap> trust = backend_.Trust();
+  RenderQueryAnswer(*match, request.match.tenant, options_.conductor_compat, trust.get(), out);
   if (request.explain && !options_.conductor_compat) {
     // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
     std::vector<SourceConfig> configs;

@@ -101,8 +101,11 @@ void Subscriber::Impl::Publish(bool running) {
     st.backfilling = st.waiting && !st.ingest.sequence.applied;
     snapshot.sources.push_back(std::move(st));
   }
-  std::lock_guard lock(status_mutex);
-  published = std::move(snapshot);
+  {
+    std::lock_guard lock(status_mutex);
+    published = std::move(snapshot);
+  }
+  status_generation.fetch_add(1);
 }
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -205,6 +208,8 @@ SubscriberStatus Subscriber::status() const {
   std::lock_guard lock(impl_->status_mutex);
   return impl_->published;
 }
+
+uint64_t Subscriber::status_generation() const { return impl_->status_generation.load(); }
 
 Ingestor& Subscriber::ingestor() { return impl_->ingestor; }
 

@@ -81,6 +81,7 @@ struct Subscriber::Impl : IngestObserver {
 
   mutable std::mutex status_mutex;
   SubscriberStatus published;
+  std::atomic<uint64_t> status_generation{1};  // bumped after each change of `published`
   std::mutex tasks_mutex;
   std::deque<std::function<void(Ingestor&)>> tasks;
 

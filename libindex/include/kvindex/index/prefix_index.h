@@ -125,6 +125,15 @@ class PrefixIndex {
   // By kvindex prefix hashes (HTTP /query_by_hash `seq_hashes`).
   Result<PrefixMatch> MatchPrefixHashes(const MatchQuery& query,
                                         std::span<const PrefixHash> hashes) const;
+  // The same three into `out`, whose storage is reused (its previous answer is dropped): a caller
+  // that keeps one PrefixMatch per thread queries without allocating once it has grown. On error
+  // `out` holds no instance.
+  Status MatchTokens(const MatchQuery& query, std::span<const TokenId> tokens,
+                     PrefixMatch& out) const;
+  Status MatchEngineHashes(const MatchQuery& query, std::span<const EngineHash> hashes,
+                           PrefixMatch& out) const;
+  Status MatchPrefixHashes(const MatchQuery& query, std::span<const PrefixHash> hashes,
+                           PrefixMatch& out) const;
 
   // Counters and per-instance resident presences. Any thread.
   IndexStats stats() const;

@@ -57,6 +57,12 @@ Result<QueryRequest> ParseQueryRequest(std::string_view body);
 // "model_name": ..., "lora_id": ...}. Same errors.
 Result<QueryRequest> ParseCacheRequest(std::string_view body);
 
+// The same two into `request`, whose buffers are reused (whatever it held is replaced; after an
+// error its content is unspecified): with one QueryRequest kept per thread, a body parses without
+// allocating once the buffers have grown to its size.
+Status ParseQueryRequest(std::string_view body, QueryRequest& request);
+Status ParseCacheRequest(std::string_view body, QueryRequest& request);
+
 // The reference writer behind RenderQueryAnswer, over a full nlohmann::json DOM: RenderQueryAnswer
 // writes the common answer directly and hands the rest (names that need escaping or are not
 // UTF-8, tiers beyond GPU/CPU/DISK, names that collide) to it. Both give byte-identical answers
@@ -67,6 +73,8 @@ std::string RenderQueryAnswerWithDom(const PrefixMatch& match, std::string_view 
 
 // Answers `request` from `index` with the Match* call its kind names (any thread, as Match*).
 Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& request);
+// The same into `out`, whose storage is reused (PrefixIndex's Match* with an output).
+Status MatchRequest(const PrefixIndex& index, const QueryRequest& request, PrefixMatch& out);
 
 // Renders the /query answer: {"data": {"<tenant>": {...}}}, or {"data": {}} when `match` has no
 // instance (an unknown model or scope). With `conductor_compat`, without the "data" wrapper, as
@@ -76,6 +84,10 @@ Result<PrefixMatch> MatchRequest(const PrefixIndex& index, const QueryRequest& r
 std::string RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant,
                               bool conductor_compat = false,
                               const InstanceTrustMap* trust = nullptr);
+// The same into `out` (replaced, its storage reused: no allocation once it has grown, for the
+// common answer that needs no escaping).
+void RenderQueryAnswer(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
+                       const InstanceTrustMap* trust, std::string& out);
 
 // Renders the /cache answer: {"HitStatus": {"<instance>": longest_matched}}, and with `trust`
 // a sibling "InstanceState": {"<instance>": {"state": s, ...}} for the instances it names.

@@ -9,6 +9,9 @@
 #ifndef KVINDEX_QUERY_SERVER_BACKEND_H_
 #define KVINDEX_QUERY_SERVER_BACKEND_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -41,8 +44,10 @@ class ServerBackend {
   virtual ~ServerBackend() = default;
   // A snapshot of every source. Any thread.
   virtual std::vector<ServedSource> Sources() const = 0;
-  // The trust of every instance (what /query answers carry). Any thread.
-  virtual InstanceTrustMap Trust() const { return InstanceTrusts(Sources()); }
+  // The trust of every instance (what /query answers carry). Any thread. Folded from Sources()
+  // once per TrustGeneration() and shared by every query until it changes, so a query costs one
+  // reference count, not a copy of every source.
+  std::shared_ptr<const InstanceTrustMap> Trust() const;
   // Adds the sources of one POST /register (one per DP rank) on the index's writer; blocks until
   // done. All or nothing: on failure (a source already registered, an endpoint that cannot be
   // opened) none of them is added or listed. kUnsupported when this process cannot add sources
@@ -51,6 +56,16 @@ class ServerBackend {
   // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
   // until done. kNotFound for an unknown instance.
   virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+
+ protected:
+  // Changes whenever what Sources() reports may have changed (0: it may change at any time, so
+  // Trust() folds Sources() on every call).
+  virtual uint64_t TrustGeneration() const { return 0; }
+
+ private:
+  mutable std::mutex trust_mutex_;
+  mutable uint64_t trust_generation_ = 0;
+  mutable std::shared_ptr<const InstanceTrustMap> trust_;
 };
 
 // A backend for a process whose writer is whichever thread calls it (tests, offline serving):
@@ -69,8 +84,12 @@ class LocalBackend : public ServerBackend {
   Status Register(std::span<const SourceConfig> configs) override;
   Result<ApplyResult> Unregister(const std::string& instance) override;
 
+ protected:
+  uint64_t TrustGeneration() const override { return generation_.load(); }
+
  private:
   PrefixIndex* index_;
+  std::atomic<uint64_t> generation_{1};  // bumped by every change to sources_
   mutable std::mutex mutex_;
   std::vector<ServedSource> sources_;  // by SourceId
 };

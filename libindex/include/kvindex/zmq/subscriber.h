@@ -143,6 +143,9 @@ class Subscriber {
 
   // A snapshot of the counters. Any thread.
   SubscriberStatus status() const;
+  // Changes after every change of status() (the I/O thread refreshes it each status interval).
+  // Any thread.
+  uint64_t status_generation() const;
 
   // The ingestor (I/O thread only, or before/after Run()).
   Ingestor& ingestor();

@@ -1,0 +1,156 @@
+// JsonValue::UnsignedArray, whose common arrays (plain non-negative integers) are read from the
+// text while the rest go through simdjson's per-element path, against nlohmann_json's DOM as an
+// independent reference: random arrays mixing plain ids of every width (1 to 21 digits), the
+// look-alikes that must take the other path, and JSON whitespace, for both element types and
+// both stopping rules; and documents read in place whose buffer goes on past the text with more
+// digits, which must not be read as part of the document.
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "kvindex/json/json_reader.h"
+
+namespace kvindex {
+namespace {
+
+struct IdsVisitor final : JsonFieldVisitor {
+  JsonUintArrayRules rules;
+  bool narrow = false;  // read into uint32_t
+  std::vector<uint64_t> ids;
+  JsonUintArrayScan scan;
+  bool Field(std::string_view key, JsonValue& value) override {
+    if (key != "ids") return value.Skip();
+    JsonKind kind;
+    if (!value.Kind(&kind)) return false;
+    if (kind != JsonKind::kArray) return value.Skip();
+    ids.clear();
+    if (!narrow) return value.UnsignedArray(rules, &ids, &scan);
+    std::vector<uint32_t> small;
+    const bool ok = value.UnsignedArray(rules, &small, &scan);
+    ids.assign(small.begin(), small.end());
+    return ok;
+  }
+};
+
+// What the reference makes of the same document: nullopt when it is not JSON.
+struct Expected {
+  bool json = false;
+  std::vector<uint64_t> ids;
+  size_t count = 0;
+  size_t first_bad = std::string_view::npos;
+};
+
+Expected Reference(const std::string& text, const JsonUintArrayRules& rules) {
+  Expected e;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return e;
+  e.json = true;
+  for (const nlohmann::json& v : j["ids"]) {
+    bool good = false;
+    uint64_t n = 0;
+    if (v.is_number_unsigned()) {
+      n = v.get<uint64_t>();
+      good = n <= rules.max;
+    } else if (v.is_number_integer() && v.get<int64_t>() == 0 && rules.minus_zero_ok) {
+      good = true;  // -0
+    }
+    if (good) {
+      e.ids.push_back(n);
+    } else if (e.first_bad == std::string_view::npos) {
+      e.first_bad = e.count;
+      if (rules.stop_at_bad) {
+        ++e.count;
+        return e;
+      }
+    }
+    ++e.count;
+  }
+  return e;
+}
+
+std::string Element(std::mt19937_64& rng) {
+  static const char* kOdd[] = {"-0",  "-1", "01",   "00", "1.0",  "1e2",  "\"7\"", "[1]",
+                               "null", "0",  "-12", "1E3", "true", "{}",   "0.5"};
+  if (rng() % 8 == 0) return kOdd[rng() % (sizeof(kOdd) / sizeof(kOdd[0]))];
+  const int digits = 1 + static_cast<int>(rng() % 21);
+  std::string s(1, static_cast<char>('1' + rng() % 9));
+  while (static_cast<int>(s.size()) < digits) s += static_cast<char>('0' + rng() % 10);
+  return s;
+}
+
+std::string Space(std::mt19937_64& rng) {
+  static const char* kSpaces[] = {"", "", "", "", " ", "\n", "\t", "\r\n  "};
+  return kSpaces[rng() % 8];
+}
+
+TEST_SUITE("json_reader_ids") {
+
+TEST_CASE("Id arrays read as nlohmann_json reads them") {
+  std::mt19937_64 rng(42);
+  JsonReader reader;
+  int plain = 0;
+  for (int i = 0; i < 6000; ++i) {
+    std::string text = "{\"ids\":[" + Space(rng);
+    const size_t n = rng() % 12;
+    const bool odd_free = rng() % 2 == 0;  // half the arrays take only the text path
+    for (size_t k = 0; k < n; ++k) {
+      if (k > 0) text += Space(rng) + "," + Space(rng);
+      std::string e = Element(rng);
+      while (odd_free && (e[0] < '1' || e[0] > '9' || e.size() > 19)) e = Element(rng);
+      text += e;
+    }
+    if (rng() % 40 == 0) text += ",";  // bad JSON
+    text += Space(rng) + "]" + (rng() % 40 == 0 ? "" : "}");
+    IdsVisitor v;
+    v.narrow = rng() % 2 == 0;
+    v.rules.max = v.narrow ? std::numeric_limits<uint32_t>::max()
+                           : (rng() % 2 ? ~uint64_t{0} : uint64_t{999999999999});
+    v.rules.minus_zero_ok = rng() % 2 == 0;
+    v.rules.stop_at_bad = rng() % 2 == 0;
+    const JsonError error = reader.ReadObject(text, text.size(), v);
+    const Expected want = Reference(text, v.rules);
+    INFO(text);
+    // Stopping at a bad id leaves the rest of the array unread (the caller refuses the document
+    // for that id anyway), so only a read to the end must have checked all of it.
+    const bool stopped = v.rules.stop_at_bad && error.kind == JsonError::Kind::kNone &&
+                         v.scan.first_bad != std::string_view::npos;
+    if (!stopped) REQUIRE((error.kind == JsonError::Kind::kNone) == want.json);
+    if (!want.json) continue;
+    CHECK(v.ids == want.ids);
+    CHECK(v.scan.count == want.count);
+    CHECK(v.scan.first_bad == want.first_bad);
+    plain += want.first_bad == std::string_view::npos;
+  }
+  CHECK(plain > 1000);  // arrays with no bad id: read from the text
+}
+
+TEST_CASE("A document read in place ends where its text ends, whatever follows in the buffer") {
+  JsonReader reader;
+  for (const std::string doc : {"{\"ids\":[12", "{\"ids\":[1,2", "{\"ids\":[1234567890",
+                                "{\"ids\":[", "{\"ids\":[7]"}) {
+    // The buffer goes on with digits and a valid end: none of it may be read as the document's.
+    std::string buffer = doc + "345678]}" + std::string(kJsonPadding, '9');
+    IdsVisitor v;
+    const JsonError error =
+        reader.ReadObject(std::string_view(buffer.data(), doc.size()), buffer.size(), v);
+    INFO(doc);
+    CHECK(error.kind == JsonError::Kind::kSyntax);
+  }
+  // The same text completed reads, in place, as it does copied.
+  const std::string doc = "{\"ids\":[12, 345678,9]}";
+  std::string buffer = doc + std::string(kJsonPadding, '7');
+  IdsVisitor v;
+  REQUIRE(reader.ReadObject(std::string_view(buffer.data(), doc.size()), buffer.size(), v).kind ==
+          JsonError::Kind::kNone);
+  CHECK(v.ids == std::vector<uint64_t>{12, 345678, 9});
+}
+
+}  // TEST_SUITE
+
+}  // namespace
+}  // namespace kvindex
