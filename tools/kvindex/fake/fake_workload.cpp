@@ -45,7 +45,11 @@ void FakeCache::Reset() {
 
 void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& out) {
   const uint32_t bs = style_.block_size;
-  const std::vector<PrefixHash> chain = ChainPrefixHashes(tokens, bs);
+  std::vector<PrefixHash> chain = ChainPrefixHashes(tokens, bs);
+  // EAGLE keys a block by the pairs of its tokens and the next one: the last full block waits.
+  if (style_.eagle && !tokens.empty() && chain.size() > (tokens.size() - 1) / bs) {
+    chain.resize((tokens.size() - 1) / bs);
+  }
   const size_t n = chain.size();
   if (n == 0) return;
   std::vector<bool> present(n);
@@ -92,6 +96,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       stored.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(from * bs),
                               tokens.begin() + static_cast<ptrdiff_t>(to * bs));
       stored.tier = style_.tier;
+      if (style_.eagle) stored.wire.eagle_next = tokens[to * bs];
       stored.scope.block_size = bs;
       stored.scope.model = style_.model;
       if (style_.store_objects) {

@@ -161,9 +161,11 @@ CLI::Validator ConnectHost() {
 // The workload, the sources and their sockets (the first half of --help).
 void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
-                  "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed")
+                  "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed, "
+                  "sglang-eagle, trtllm, lmcache")
       ->check(
-          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed"}))
+          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed",
+                         "sglang-eagle", "trtllm", "lmcache"}))
       ->capture_default_str();
   cmd->add_option("--replay-style", o.replay_style,
                   "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")
