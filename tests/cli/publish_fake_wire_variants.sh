@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The publishers that speak a variant of the vLLM/SGLang wire (docs/wire-formats.md): SGLang with
 # EAGLE (bigram token pairs), TensorRT-LLM's native publisher (signed hashes), LMCache's connector
-# (CPU medium). For each: the bytes as an independent python3-zmq + python3-msgpack subscriber sees
+# (CPU medium), a vLLM hybrid model (two KV-cache groups). For each: the bytes as an independent python3-zmq + python3-msgpack subscriber sees
 # them, then publish-fake -> subscribe --record -> replay --queries, every emitted answer exact.
 # Last, an EAGLE stream read by a source configured as plain sglang: still exact, and counted.
 . "$(dirname "$0")/lib.sh"
@@ -9,7 +9,7 @@
 . "$(dirname "$0")/live_lib.bash"
 
 COUNT=12
-for format in sglang-eagle trtllm lmcache; do
+for format in sglang-eagle trtllm lmcache vllm-hybrid; do
   port=$(free_ports 1) || { fail "no free port"; continue; }
   $SUB sub --endpoint tcp://127.0.0.1:$port --count $COUNT --timeout 20 --idle 5 \
     >"$TMP/$format.sub" 2>"$TMP/$format.suberr" &
@@ -22,10 +22,20 @@ for format in sglang-eagle trtllm lmcache; do
   "$PY" - "$format" "$TMP/$format.sub" >"$TMP/check" 2>&1 <<'PYEOF' || fail "$format: $(cat "$TMP/check")"
 import json, sys
 fmt, msgs = sys.argv[1], json.load(open(sys.argv[2]))["messages"]
-errors, stored = [], 0
+errors, stored, groups = [], 0, []
 for m in msgs:
     d = m["decoded"]
     for e in d["events"]:
+        if fmt == "vllm-hybrid":
+            if e["form"] != "map":
+                errors.append("vllm-hybrid event is not a map")
+            groups.append((e["type"], e.get("group")))
+            if e["type"] == "BlockStored":
+                stored += 1
+                want = {0: "full_attention", 1: "sliding_window"}.get(e.get("group"))
+                if e.get("spec_kind") != want:
+                    errors.append("group %r kind %r" % (e.get("group"), e.get("spec_kind")))
+            continue
         if e["type"] != "BlockStored":
             continue
         stored += 1
@@ -52,6 +62,12 @@ for m in msgs:
             errors.append("trtllm medium %r" % e["medium"])
 if stored == 0:
     errors.append("no BlockStored seen")
+if fmt == "vllm-hybrid":
+    # Every group-0 event is followed by its group-1 mirror (a batch never splits them: 2 per batch).
+    for i in range(0, len(groups) - 1, 2):
+        if groups[i][1] != 0 or groups[i + 1] != (groups[i][0], 1):
+            errors.append("events %d, %d are not a group 0 / group 1 pair: %r" % (i, i + 1, groups[i:i + 2]))
+            break
 if errors:
     print("; ".join(errors[:5]))
     sys.exit(1)
@@ -90,6 +106,27 @@ live_exact eagle sglang-eagle sglang-eagle
 live_exact trtllm trtllm trtllm
 live_exact lmcache lmcache lmcache
 live_exact mismatch sglang sglang-eagle
+live_exact hybrid vllm vllm-hybrid
+# The hybrid index holds group 1 too: the recording answers a query that names it.
+"$PY" - "$TMP/hybrid.q" >"$TMP/hybrid1.q" <<'PYEOF'
+import json, sys
+for line in open(sys.argv[1]):
+    q = json.loads(line)
+    if q["expect"]["fake-0"]["longest_matched"] > 0:
+        q["query"]["group"] = 1  # group 1 mirrors group 0 block for block
+        print(json.dumps(q))
+        q["query"]["group"] = 2  # no such group: nothing
+        q["id"] += "-g2"
+        for v in q["expect"].values():
+            for k in ("longest_matched", "GPU"):
+                v[k] = 0
+            v["DP"] = {r: 0 for r in v["DP"]}
+        print(json.dumps(q))
+PYEOF
+[ -s "$TMP/hybrid1.q" ] || fail "hybrid: no query with a hit to ask group 1"
+run "$KVINDEX" replay "$TMP/hybrid.kvcap" --queries "$TMP/hybrid1.q"
+expect_status 0 "hybrid: replay --queries with group 1 and 2"
+expect_stderr_contains " 0 differ"
 
 "$PY" - "$TMP/eagle.json" "$TMP/mismatch.json" "$TMP/trtllm.json" <<'PYEOF' || fail "token form counters"
 import json, sys

@@ -71,6 +71,9 @@ def event_summary(e):
         out["medium"] = e.get("medium")
         out["dp_rank"] = e.get("dp_rank")
         out["model"] = e.get("model_name")
+        out["group"] = e.get("group_idx")
+        out["spec_kind"] = e.get("kv_cache_spec_kind")
+        out["block_offsets"] = e.get("block_offsets")
         return out
     t = e[0]
     out = {"type": t, "form": "array", "len": len(e)}

@@ -6,7 +6,7 @@
 //   vllm_array_decoder.cpp    vLLM / SGLang positional BlockStored and BlockRemoved
 //   vllm_extra_keys.cpp       vLLM extra_keys (positional and map events)
 //   vllm_map_decoder.cpp      tagged map events (vLLM >= 0.24, SGLang main, RFC #1527 keys)
-//   sglang_decoder.cpp        SGLang's metadata map
+//   sglang_decoder.cpp        SGLang's metadata map, EAGLE bigram token_ids, vLLM block_offsets
 //   mooncake_rfc_decoder.cpp  the fields of a Mooncake RFC #1527 map event
 //   mooncake_seed_decoder.cpp Mooncake seed-era BlockUpdateEvent / BlockStoreEvent
 //   event_batch_decoder.cpp   the envelope: batch array or map, timestamp, events, format pick
