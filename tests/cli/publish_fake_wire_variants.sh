@@ -135,4 +135,43 @@ assert eagle["bigram_events"] > 0 and eagle["token_form_mismatches"] == 0, eagle
 assert mismatch["bigram_events"] == mismatch["token_form_mismatches"] > 0, mismatch
 assert plain["bigram_events"] == 0 and plain["token_form_mismatches"] == 0, plain
 PYEOF
+# --explain of a prompt the mismatched source does not hold names the token form.
+run "$KVINDEX" query --capture "$TMP/mismatch.kvcap" --model fake-model --tokens 1,2,3,4 --explain
+expect_status 0 "query --explain of the mismatched capture"
+grep -q "eagle-bigram: source 'fake-0' is configured as 'sglang'" "$stdout_file" \
+  || fail "explain does not name the token form: $(cat "$stdout_file")"
+run "$KVINDEX" query --capture "$TMP/eagle.kvcap" --model fake-model --tokens 1,2,3,4 --explain
+grep -q "first-block-absent" "$stdout_file" || fail "eagle capture explained as $(cat "$stdout_file")"
+
+# /metrics over a live server: the silence gauge of a source nobody publishes to, and the reasons
+# of the explanations given.
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+quiet=$(free_ports 1)
+"$KVINDEX" subscribe --source "quiet-0=sglang-eagle@tcp://127.0.0.1:$quiet,model=m,block-size=4" \
+  --http "127.0.0.1:$PORT" --stats-interval 0 >"$TMP/h.out" 2>"$TMP/h.err" &
+PIDS+=($!)
+"$PY" - "$PORT" "$KVINDEX_SOURCE_DIR/tests/data" <<'PYEOF' || fail "metrics checks failed"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from http_client import Server, wait_for
+server = Server(sys.argv[1])
+wait_for(lambda: server.call("/healthz")[0] == 200, "the server")
+for group in (None, 1):
+    body = {"model": "m", "token_ids": [1, 2, 3, 4], "explain": True}
+    if group is not None:
+        body["group"] = group
+    code, text = server.call("/query", body)
+    assert code == 200, (code, text)
+    why = json.loads(text)["explain"]["quiet-0"]
+    assert why["reason"] == "first-block-absent", why  # listened to for less than 30 s
+code, text = server.call("/query", {"model": "m", "token_ids": [1], "group": -1})
+assert code == 400 and "group" in text, (code, text)
+code, text = server.call("/metrics")
+lines = text.splitlines()
+assert 'kvindex_explain_reasons_total{reason="first-block-absent"} 2' in lines, [l for l in lines if "explain" in l]
+gauge = [l for l in lines if l.startswith("kvindex_source_seconds_since_last_message{")]
+assert len(gauge) == 1 and 'instance="quiet-0"' in gauge[0] and float(gauge[0].split()[-1]) >= 0, gauge
+for key in ("bigram_events", "token_form_mismatches"):
+    assert any(l.startswith("kvindex_source_%s_total{" % key) for l in lines), key
+PYEOF
 finish
