@@ -42,7 +42,13 @@ kvindex::EventBatch MakeBatch(WireFormat format, int events, int blocks) {
       case WireFormat::kVllmV09: break;
       case WireFormat::kVllm:
       case WireFormat::kVllmMap:
+      case WireFormat::kTrtllm:
       case WireFormat::kSglang: s.tier = kvindex::Tier::Gpu(); break;
+      case WireFormat::kLmcache: s.tier = kvindex::Tier::Cpu(); break;
+      case WireFormat::kSglangEagle:
+        s.tier = kvindex::Tier::Gpu();
+        s.wire.eagle_next = 1;
+        break;
       case WireFormat::kMooncake:
         s.tier = kvindex::Tier::Cpu();
         s.wire.tier_spelling = "cpu";

@@ -95,6 +95,7 @@ inline WireDetails WireFrom(const nlohmann::json& w) {
   wire.ownership = OptStr(w, "ownership");
   wire.session_id = OptStr(w, "session_id");
   wire.tier_spelling = OptStr(w, "tier_spelling");
+  wire.eagle_next = OptInt<TokenId>(w, "eagle_next");
   return wire;
 }
 
@@ -113,6 +114,9 @@ inline EventBatch ExpectedBatch(const nlohmann::json& e) {
       s.tier = TierFromName(ev["tier"]);
       s.scope = ScopeFrom(ev["scope"]);
       s.wire = WireFrom(ev["wire"]);
+      if (ev.contains("block_offsets")) {
+        for (const auto& o : ev["block_offsets"]) s.block_offsets.push_back(o.get<uint32_t>());
+      }
       for (const auto& block : ev["multimodal"]) {
         std::vector<MultimodalKey> keys;
         for (const auto& k : block) keys.push_back({k[0].get<std::string>(), k[1].get<int64_t>()});
@@ -194,6 +198,9 @@ inline std::string Describe(const EventBatch& b) {
          << " lora_id=" << (s->scope.lora_id ? std::to_string(*s->scope.lora_id) : "nil")
          << " salt=" << s->scope.salt.value_or("-")
          << " model=" << s->scope.model.value_or("-") << " mm=" << s->multimodal.size()
+         << " group=" << (s->scope.group ? std::to_string(*s->scope.group) : "nil")
+         << " offsets=" << s->block_offsets.size()
+         << " eagle_next=" << (s->wire.eagle_next ? std::to_string(*s->wire.eagle_next) : "nil")
          << " key=" << s->wire.object_key.value_or("-");
     } else if (const auto* r = std::get_if<BlockRemoved>(&e)) {
       os << "removed hashes=" << r->block_hashes.size()

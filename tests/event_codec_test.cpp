@@ -18,13 +18,17 @@ using test::Describe;
 using test::FromHex;
 using test::ToHex;
 
-constexpr WireFormat kAllFormats[] = {WireFormat::kVllmV09, WireFormat::kVllm,
-                                      WireFormat::kVllmMap, WireFormat::kSglang,
-                                      WireFormat::kMooncake, WireFormat::kMooncakeSeed};
+constexpr WireFormat kAllFormats[] = {WireFormat::kVllmV09,  WireFormat::kVllm,
+                                      WireFormat::kVllmMap,  WireFormat::kSglang,
+                                      WireFormat::kMooncake, WireFormat::kMooncakeSeed,
+                                      WireFormat::kSglangEagle, WireFormat::kTrtllm,
+                                      WireFormat::kLmcache};
 
 FormatHint HintFrom(const std::string& name) {
   if (name == "vllm") return FormatHint::kVllm;
   if (name == "sglang") return FormatHint::kSglang;
+  if (name == "sglang-eagle") return FormatHint::kSglangEagle;
+  if (name == "trtllm") return FormatHint::kTrtllm;
   if (name == "mooncake") return FormatHint::kMooncake;
   return FormatHint::kAuto;
 }

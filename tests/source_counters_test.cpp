@@ -34,6 +34,8 @@ TEST_CASE("SourceCounterFields: one key per counter, in the documented meaning")
   c.replay_frame_errors = 15;
   c.event_errors = 16;
   c.events = 17;
+  c.bigram_events = 36;
+  c.token_form_mismatches = 37;
   c.index.stored = 18;
   c.index.duplicates = 1000;  // not a per-source key (the sequence's `duplicates` is)
   c.index.removed = 19;
@@ -63,7 +65,8 @@ TEST_CASE("SourceCounterFields: one key per counter, in the documented meaning")
       {"rejected", 25},       {"messages", 26},       {"bytes", 27},
       {"replay_messages", 28}, {"replay_timeouts", 29}, {"replay_send_failures", 30},
       {"unsupported", 31},    {"unrecorded", 32},     {"corrupt_seqs", 33},
-      {"late_joins", 34},     {"late_join_batches", 35}};
+      {"late_joins", 34},     {"late_join_batches", 35}, {"bigram_events", 36},
+      {"token_form_mismatches", 37}};
   std::map<std::string, uint64_t> got;
   for (const SourceCounterField& f : SourceCounterFields(c, t)) {
     CHECK(!f.help.empty());

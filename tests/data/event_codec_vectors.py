@@ -33,6 +33,7 @@ TIERS = {
     "gpu": "GPU", "npu": "GPU", "cuda": "GPU", "device": "GPU",
     "cpu": "CPU", "host": "CPU", "memory": "CPU", "cpu_pinned": "CPU",
     "disk": "DISK", "ssd": "DISK", "local_disk": "DISK", "storage": "DISK", "external": "DISK",
+    "fs": "DISK", "shared_storage": "DISK",
 }
 
 
@@ -71,14 +72,30 @@ def tier(spelling):
     return name, (spelling if spelling != name else None)
 
 
-def stored(hashes, parent, tokens, medium=None, scope=None, wire=None, multimodal=None):
+def stored(hashes, parent, tokens, medium=None, scope=None, wire=None, multimodal=None,
+           block_offsets=None):
     t, sp = tier(medium)
     w = dict(wire or {})
     if sp is not None:
         w["tier_spelling"] = sp
     return {"kind": "stored", "block_hashes": [norm_hash(h) for h in hashes],
             "parent": None if parent is None else norm_hash(parent), "token_ids": tokens,
-            "tier": t, "scope": scope or {}, "wire": w, "multimodal": multimodal or []}
+            "tier": t, "scope": scope or {}, "wire": w, "multimodal": multimodal or [],
+            "block_offsets": block_offsets or []}
+
+
+def bigrams(tokens, following):
+    """SGLang EAGLE's token_ids: each token paired with the next, the last with `following`."""
+    nxt = tokens[1:] + [following]
+    return [[a, b] for a, b in zip(tokens, nxt)]
+
+
+def unbigram(pairs):
+    """The plain tokens of bigram pairs (first of each pair) and the token after the last block
+    (the last pair's second); the pairs must chain."""
+    for a, b in zip(pairs, pairs[1:]):
+        assert a[1] == b[0], (a, b)
+    return [p[0] for p in pairs], pairs[-1][1]
 
 
 def removed(hashes, medium=None, scope=None, wire=None):
@@ -178,7 +195,7 @@ vec("vllm bytes hashes (INT_BLOCK_HASHES=0): 32- and 16-byte digests, short bin"
                       scope={"block_size": 2})], dp_rank=0))
 
 vec("vllm: extra trailing elements and extra batch elements are skipped", "vllm-positional",
-    [TS, [["BlockStored", [4], None, [1], 1, None, "GPU", None, None, None, None, None,
+    [TS, [["BlockStored", [4], None, [1], 1, None, "GPU", None, None, None, None, None, None,
            "future-1", {"x": [1, 2]}], ["BlockRemoved", [4], "GPU", None, "future"],
           ["AllBlocksCleared", 1]], 0, "future-batch-field"],
     batch(TS, [stored([4], None, [1], "GPU", scope={"block_size": 1}), removed([4], "GPU"),
@@ -286,6 +303,87 @@ vec("sglang newest: tagged maps with metadata", "sglang",
     batch(TS, [stored([-9], None, [1, 2], "GPU", scope={"block_size": 2, "salt": "m-salt"})],
           dp_rank=0),
     hint="sglang")
+
+
+# ---- SGLang EAGLE (bigram token_ids) ------------------------------------------------------
+EAGLE_PAIRS = bigrams([11, 12, 13, 14], 15)
+EAGLE_TOKENS, EAGLE_NEXT = unbigram(EAGLE_PAIRS)
+vec("sglang eagle: token_ids as bigram pairs, hashed over block_size + 1 tokens", "sglang-eagle",
+    [TS, [["BlockStored", [-41, 42], None, EAGLE_PAIRS, 2, None, "GPU"],
+          ["BlockRemoved", [-41], "GPU"]], 0],
+    batch(TS, [stored([-41, 42], None, EAGLE_TOKENS, "GPU", scope={"block_size": 2},
+                      wire={"eagle_next": EAGLE_NEXT}),
+               removed([-41], "GPU")], dp_rank=0),
+    encode="sglang-eagle", hint="sglang-eagle")
+
+vec("sglang eagle: bigram pairs in the map era, with metadata", "sglang-eagle",
+    [TS, [{"type": "BlockStored", "block_hashes": [-43], "parent_block_hash": -41,
+           "token_ids": bigrams([21, 22], 23), "block_size": 2, "lora_id": None,
+           "medium": "GPU", "metadata": {"cache_salt": "eagle-salt"}}], 0],
+    batch(TS, [stored([-43], -41, [21, 22], "GPU", scope={"block_size": 2, "salt": "eagle-salt"},
+                      wire={"eagle_next": 23})], dp_rank=0),
+    hint="sglang")
+
+vec("sglang eagle: broken pairs fail alone (malformed)", "errors",
+    [TS, [["BlockStored", [1], None, [[1, 2], [3, 4]], 2, None],
+          ["BlockStored", [2], None, [[1, 2, 3]], 1, None],
+          ["BlockStored", [3], None, [[1, 2], 3], 2, None],
+          ["BlockRemoved", [4]]]],
+    batch(TS, [removed([4])], errors=[{"index": 0, "code": "malformed"},
+                                      {"index": 1, "code": "malformed"},
+                                      {"index": 2, "code": "malformed"}]))
+
+# ---- vLLM hybrid models (KV-cache groups, sparse groups) ---------------------------------
+vec("vllm hybrid: sliding-window group with block_offsets (13-element BlockStored)",
+    "vllm-hybrid",
+    [TS, [["BlockStored", [501, 502], None, TOK8, 2, None, "GPU", None, None, 0,
+           "full_attention", None],
+          ["BlockStored", [601, 602], None, TOK8, 2, None, "GPU", None, None, 1,
+           "sliding_window", 4, [1, 3]],
+          ["BlockRemoved", [601], "GPU", 1]], 0],
+    batch(TS, [stored([501, 502], None, TOK8, "GPU", scope={"block_size": 2, "group": 0},
+                      wire={"spec_kind": "full_attention"}),
+               stored([601, 602], None, TOK8, "GPU", scope={"block_size": 2, "group": 1},
+                      wire={"spec_kind": "sliding_window", "sliding_window": 4},
+                      block_offsets=[1, 3]),
+               removed([601], "GPU", scope={"group": 1})], dp_rank=0))
+
+vec("vllm hybrid map era: a Mamba group's sparse event with block_offsets", "vllm-hybrid",
+    [TS, [{"type": "BlockStored", "block_hashes": [701], "parent_block_hash": None,
+           "token_ids": TOK8, "block_size": 4, "lora_id": None, "medium": "GPU",
+           "lora_name": None, "group_idx": 2, "kv_cache_spec_kind": "mamba",
+           "block_offsets": [1]}], 0],
+    batch(TS, [stored([701], None, TOK8, "GPU", scope={"block_size": 4, "group": 2},
+                      wire={"spec_kind": "mamba"}, block_offsets=[1])], dp_rank=0),
+    encode="vllm-map")
+
+vec("vllm hybrid: block_offsets not one per hash, or not increasing, fail alone", "errors",
+    [TS, [["BlockStored", [1, 2], None, TOK8, 4, None, "GPU", None, None, 1, None, None, [1]],
+          ["BlockStored", [1, 2], None, TOK8, 2, None, "GPU", None, None, 1, None, None,
+           [2, 2]],
+          ["BlockRemoved", [9]]], 0],
+    batch(TS, [removed([9])], dp_rank=0, errors=[{"index": 0, "code": "malformed"},
+                                                 {"index": 1, "code": "malformed"}]))
+
+# ---- TensorRT-LLM native publisher and LMCache's connector -------------------------------
+vec("trtllm native publisher: vllm positional events, signed int64 hashes", "trtllm",
+    [TS, [["BlockStored", [-2**63, -7], None, TOK8, 4, None, "GPU", None, None, None, None,
+           None],
+          ["BlockRemoved", [-7], "GPU", None]], 1],
+    batch(TS, [stored([-2**63, -7], None, TOK8, "GPU", scope={"block_size": 4}),
+               removed([-7], "GPU")], dp_rank=1),
+    encode="trtllm", hint="trtllm")
+
+vec("lmcache connector: vllm positional BlockStored of a whole chunk, medium CPU", "lmcache",
+    [TS, [["BlockStored", [801, 802], None, TOK8, 4, None, "CPU", None, None, None, None,
+           None]], 0],
+    batch(TS, [stored([801, 802], None, TOK8, "CPU", scope={"block_size": 4})], dp_rank=0),
+    encode="lmcache", hint="vllm")
+
+vec("new media: FS and SHARED_STORAGE are DISK, OBJ and unknown names are their own tier",
+    "vllm-positional",
+    [TS, [["BlockRemoved", [1], s] for s in ["FS", "SHARED_STORAGE", "OBJ", "cxl"]], 0],
+    batch(TS, [removed([1], s) for s in ["FS", "SHARED_STORAGE", "OBJ", "cxl"]], dp_rank=0))
 
 # ---- Mooncake RFC #1527 --------------------------------------------------------------------
 

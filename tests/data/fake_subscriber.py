@@ -49,6 +49,17 @@ def hashes(v):
     return [u64(v)]
 
 
+def token_form(tokens):
+    """SGLang EAGLE sends token ids as bigram pairs [[t0, t1], [t1, t2], ...]: whether these are
+    pairs, whether they chain, and the plain tokens they stand for (first of each pair)."""
+    if not tokens or not isinstance(tokens[0], list):
+        return {"bigram": False, "plain": list(tokens or [])}
+    chained = all(len(p) == 2 for p in tokens) and all(
+        a[1] == b[0] for a, b in zip(tokens, tokens[1:]))
+    return {"bigram": True, "bigram_chained": chained, "plain": [p[0] for p in tokens],
+            "next": tokens[-1][1]}
+
+
 def event_summary(e):
     if isinstance(e, dict):
         t = e.get("type") or e.get("event_type")
@@ -60,6 +71,9 @@ def event_summary(e):
         out["medium"] = e.get("medium")
         out["dp_rank"] = e.get("dp_rank")
         out["model"] = e.get("model_name")
+        out["group"] = e.get("group_idx")
+        out["spec_kind"] = e.get("kv_cache_spec_kind")
+        out["block_offsets"] = e.get("block_offsets")
         return out
     t = e[0]
     out = {"type": t, "form": "array", "len": len(e)}
@@ -69,6 +83,8 @@ def event_summary(e):
         out["tokens"] = len(e[3])
         out["block_size"] = e[4]
         out["medium"] = e[6] if len(e) > 6 and isinstance(e[6], str) else None
+        out.update(token_form(e[3]))
+        out["signed"] = any(isinstance(h, int) and h < 0 for h in e[1])
     elif t == "BlockRemoved":
         out["hashes"] = hashes(e[1])
         out["medium"] = e[2] if len(e) > 2 else None

@@ -38,7 +38,9 @@ void CheckEncodings(const kvindex::EventBatch& batch, std::string_view line) {
   static constexpr kvindex::WireFormat kFormats[] = {
       kvindex::WireFormat::kVllmV09,  kvindex::WireFormat::kVllm,
       kvindex::WireFormat::kVllmMap,  kvindex::WireFormat::kSglang,
-      kvindex::WireFormat::kMooncake, kvindex::WireFormat::kMooncakeSeed};
+      kvindex::WireFormat::kMooncake, kvindex::WireFormat::kMooncakeSeed,
+      kvindex::WireFormat::kSglangEagle, kvindex::WireFormat::kTrtllm,
+      kvindex::WireFormat::kLmcache};
   std::vector<std::byte> out;
   for (kvindex::WireFormat format : kFormats) {
     const kvindex::Status check = kvindex::CheckEncodable(batch, format);

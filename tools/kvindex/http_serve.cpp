@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kvindex/core/address.h"
+#include "kvindex/core/clock.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/query/server_backend.h"
@@ -23,7 +24,7 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 class SubscriberBackend : public ServerBackend {
  public:
   SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources)
-      : subscriber_(subscriber), configs_(std::move(sources)) {}
+      : subscriber_(subscriber), configs_(std::move(sources)), started_ns_(RealtimeNs()) {}
 
   std::vector<ServedSource> Sources() const override {
     const SubscriberStatus status = subscriber_->status();
@@ -35,6 +36,8 @@ class SubscriberBackend : public ServerBackend {
       s.name = SourceDisplayName(config);
       s.config = config;
       s.state = status.running ? "live" : "stopped";
+      s.subscribed = true;
+      s.watched_since_ns = started_ns_;
       for (const SubscriberSourceStatus& st : status.sources) {
         if (st.name != s.name) continue;
         s.counters = st.ingest;
@@ -103,6 +106,7 @@ class SubscriberBackend : public ServerBackend {
   std::atomic<uint64_t> generation_{0};  // bumped by every register / unregister
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
+  int64_t started_ns_;  // when the subscriber began listening (realtime ns)
   std::set<std::string> unregistered_;
 };
 

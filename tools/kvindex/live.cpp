@@ -198,6 +198,7 @@ TransportCounters TransportOf(const SubscriberSourceStatus& s) {
   t.replay_send_failures = s.replay_send_failures;
   t.unsupported = s.unsupported;
   t.unrecorded = s.unrecorded;
+  t.last_message_ns = s.last_message_ns;
   return t;
 }
 

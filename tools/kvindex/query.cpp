@@ -398,10 +398,20 @@ Status RunQuery(const QueryOptions& options) {
   std::vector<MatchExplanation> explanations;
   if (options.explain) {
     std::vector<SourceConfig> sources;
+    ExplainContext context;  // offline: the token forms the capture showed, never a silence
     for (size_t i = 0; i < loaded->ingestor().source_count(); ++i) {
-      sources.push_back(loaded->ingestor().config(SourceId{static_cast<uint32_t>(i)}));
+      const SourceId id{static_cast<uint32_t>(i)};
+      const SourceConfig& config = loaded->ingestor().config(id);
+      const SourceCounters& counters = loaded->ingestor().counters(id);
+      sources.push_back(config);
+      context.sources.push_back({.instance = config.name,
+                                 .name = SourceDisplayName(config),
+                                 .format = config.format,
+                                 .bigram_events = counters.bigram_events,
+                                 .token_form_mismatches = counters.token_form_mismatches});
     }
-    KVINDEX_ASSIGN_OR_RETURN(explanations, ExplainMatch(loaded->index(), request, *match, sources));
+    KVINDEX_ASSIGN_OR_RETURN(explanations,
+                             ExplainMatch(loaded->index(), request, *match, sources, context));
   }
   if (!options.json.empty()) {
     nlohmann::json out = nlohmann::json::parse(

@@ -48,6 +48,8 @@ enum Field : uint32_t {
   kSessionId = 1u << 17,
   kTier = 1u << 18,
   kMultimodal = 1u << 19,
+  kEagleNext = 1u << 20,
+  kBlockOffsets = 1u << 21,
 };
 
 struct FieldName {
@@ -75,6 +77,8 @@ constexpr FieldName kFieldNames[] = {
     {kSessionId, "session_id"},
     {kTier, "tier"},
     {kMultimodal, "multimodal keys"},
+    {kEagleNext, "EAGLE bigram token_ids"},
+    {kBlockOffsets, "block_offsets"},
 };
 
 uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
@@ -98,6 +102,7 @@ uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
   if (w.locality) bits |= kLocality;
   if (w.ownership) bits |= kOwnership;
   if (w.session_id) bits |= kSessionId;
+  if (w.eagle_next) bits |= kEagleNext;
   if (tier) bits |= kTier;
   return bits;
 }
@@ -153,6 +158,14 @@ Status CheckExtraKeys(size_t index, const BlockStored& ev, bool salt_elsewhere) 
                                  ": multimodal lists are all empty (use an empty vector)");
 }
 
+// sglang-eagle writes every token list as bigram pairs, which needs the token after the last block.
+Status RequireEagleNext(size_t index, const BlockStored& ev) {
+  if (ev.token_ids.empty() || ev.wire.eagle_next) return Status::Ok();
+  return Status::InvalidArgument("event " + std::to_string(index) +
+                                 ": sglang-eagle BlockStored needs the token after its last block "
+                                 "(eagle_next) to write bigram pairs");
+}
+
 Status RequireBlockSize(size_t index, const BlockStored& ev, WireFormat format) {
   if (ev.scope.block_size) return Status::Ok();
   return Status::InvalidArgument("event " + std::to_string(index) + ": " +
@@ -169,15 +182,24 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
   if (const auto* s = std::get_if<BlockStored>(&event)) {
     uint32_t present = PresentFields(s->scope, s->wire, s->tier);
     if (!s->multimodal.empty()) present |= kMultimodal;
+    if (!s->block_offsets.empty()) present |= kBlockOffsets;
+    // An event with an EAGLE next token and no tokens cannot write it.
+    if (s->wire.eagle_next && s->token_ids.empty()) {
+      return Status::InvalidArgument("event " + std::to_string(i) +
+                                     ": eagle_next without token_ids");
+    }
     KVINDEX_RETURN_IF_ERROR(CheckSpelling(i, s->tier, s->wire.tier_spelling));
     switch (format) {
       case WireFormat::kVllmV09:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present, kBlockSize | kLoraId, format));
         return RequireBlockSize(i, *s, format);
       case WireFormat::kVllm:
+      case WireFormat::kTrtllm:
+      case WireFormat::kLmcache:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
-                                                 kMultimodal | kGroup | kSpecKind | kSlidingWindow,
+                                                 kMultimodal | kGroup | kSpecKind | kSlidingWindow |
+                                                 kBlockOffsets,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
         return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
@@ -185,13 +207,19 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow |
-                                                 kLocality | kOwnership | kSessionId,
+                                                 kLocality | kOwnership | kSessionId |
+                                                 kBlockOffsets | kEagleNext,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
         return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
       case WireFormat::kSglang:
         KVINDEX_RETURN_IF_ERROR(
             CheckAllowed(i, present, kBlockSize | kLoraId | kTier | kSalt | kSessionId, format));
+        return RequireBlockSize(i, *s, format);
+      case WireFormat::kSglangEagle:
+        KVINDEX_RETURN_IF_ERROR(CheckAllowed(
+            i, present, kBlockSize | kLoraId | kTier | kSalt | kSessionId | kEagleNext, format));
+        KVINDEX_RETURN_IF_ERROR(RequireEagleNext(i, *s));
         return RequireBlockSize(i, *s, format);
       case WireFormat::kMooncake:
         return CheckAllowed(i, present, kRfcOnly | kSalt | kLoraName | kBlockSize | kGroup | kTier,
@@ -215,10 +243,13 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
       case WireFormat::kVllmV09:
         return CheckAllowed(i, present, 0, format);
       case WireFormat::kVllm:
+      case WireFormat::kTrtllm:
+      case WireFormat::kLmcache:
         return CheckAllowed(i, present, kTier | kGroup, format);
       case WireFormat::kVllmMap:
         return CheckAllowed(i, present, kTier | kGroup | kLocality | kOwnership, format);
       case WireFormat::kSglang:
+      case WireFormat::kSglangEagle:
         return CheckAllowed(i, present, kTier, format);
       case WireFormat::kMooncake:
         return CheckAllowed(i, present, kRfcOnly | kSalt | kLoraName | kBlockSize | kGroup | kTier,

@@ -6,7 +6,7 @@
 //   vllm_array_decoder.cpp    vLLM / SGLang positional BlockStored and BlockRemoved
 //   vllm_extra_keys.cpp       vLLM extra_keys (positional and map events)
 //   vllm_map_decoder.cpp      tagged map events (vLLM >= 0.24, SGLang main, RFC #1527 keys)
-//   sglang_decoder.cpp        SGLang's metadata map
+//   sglang_decoder.cpp        SGLang's metadata map, EAGLE bigram token_ids, vLLM block_offsets
 //   mooncake_rfc_decoder.cpp  the fields of a Mooncake RFC #1527 map event
 //   mooncake_seed_decoder.cpp Mooncake seed-era BlockUpdateEvent / BlockStoreEvent
 //   event_batch_decoder.cpp   the envelope: batch array or map, timestamp, events, format pick
@@ -71,6 +71,8 @@ struct Flags {
   bool any_engine_event = false;
   bool negative_hash = false;
   bool sglang_metadata = false;
+  bool bigram_tokens = false;  // an event's token_ids came as EAGLE bigram pairs
+  bool block_offsets = false;  // an event carried block_offsets
   uint32_t batch_len = 0;
 };
 
@@ -377,6 +379,22 @@ class Decoder {
   static void ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev);
 
   // ---- SGLang, sglang_decoder.cpp ----
+
+  // A BlockStored's token_ids: a flat list, or SGLang EAGLE's bigram pairs [[t0,t1],[t1,t2],...]
+  // (recognised by an array as the first item). Pairs must chain (each pair's first item is the
+  // previous pair's second); `out` then holds the first item of every pair and `next` the last
+  // pair's second. `next` is reset for a flat list.
+  bool ReadStoredTokens(std::string_view field, std::vector<TokenId>& out,
+                        std::optional<TokenId>& next);
+  // vLLM block_offsets: nil, or strictly increasing u32 chunk indices, one per block hash.
+  bool ReadBlockOffsets(std::vector<uint32_t>& out);
+  // A stored event's block_offsets, once the event is whole: one per block hash.
+  bool CheckBlockOffsets(const BlockStored& ev) {
+    if (ev.block_offsets.empty() || ev.block_offsets.size() == ev.block_hashes.size()) return true;
+    return Fail(StatusCode::kMalformed, "block_offsets",
+                std::to_string(ev.block_offsets.size()) + " offsets for " +
+                    std::to_string(ev.block_hashes.size()) + " block hashes");
+  }
 
   // SGLang metadata map: {cache_salt, session_id}.
   bool ReadMetadata(std::optional<std::string>& salt, std::optional<std::string>& session);

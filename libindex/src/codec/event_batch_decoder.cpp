@@ -235,13 +235,20 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
   std::vector<WireFormat> order;
   const bool sglang_like = flags.negative_hash || flags.sglang_metadata;
   std::vector<WireFormat> positional;
-  if (hint == FormatHint::kSglang || (hint != FormatHint::kVllm && sglang_like)) {
+  const bool sglang_hint = hint == FormatHint::kSglang || hint == FormatHint::kSglangEagle;
+  const bool vllm_hint = hint == FormatHint::kVllm || hint == FormatHint::kTrtllm;
+  if (sglang_hint || (!vllm_hint && sglang_like)) {
     positional = {WireFormat::kSglang, WireFormat::kVllmV09, WireFormat::kVllm};
   } else if (flags.batch_len == 2 && !flags.map_batch) {
     positional = {WireFormat::kVllmV09, WireFormat::kSglang, WireFormat::kVllm};
   } else {
     positional = {WireFormat::kVllm, WireFormat::kSglang, WireFormat::kVllmV09};
   }
+  // EAGLE pairs: SGLang's positional era, or its map era (which vllm-map writes).
+  if (flags.bigram_tokens) {
+    order.push_back(flags.any_map_event ? WireFormat::kVllmMap : WireFormat::kSglangEagle);
+  }
+  if (hint == FormatHint::kTrtllm && !flags.any_map_event) order.push_back(WireFormat::kTrtllm);
   if (flags.any_seed_event) order.push_back(WireFormat::kMooncakeSeed);
   if (flags.any_rfc_event ||
       ((flags.ts_int || hint == FormatHint::kMooncake) && !flags.any_engine_event)) {

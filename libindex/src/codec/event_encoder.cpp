@@ -56,7 +56,9 @@ Status EncodeChecked(const EventBatch& batch, WireFormat format, std::vector<std
   switch (format) {
     case WireFormat::kVllmV09:
     case WireFormat::kVllm:
-    case WireFormat::kVllmMap: {
+    case WireFormat::kVllmMap:
+    case WireFormat::kTrtllm:
+    case WireFormat::kLmcache: {
       const bool v09 = format == WireFormat::kVllmV09;
       w.Array(v09 ? 2 : 3);
       w.Float64(batch.ts);
@@ -65,13 +67,14 @@ Status EncodeChecked(const EventBatch& batch, WireFormat format, std::vector<std
         if (format == WireFormat::kVllmMap) {
           WriteVllmMapEvent(w, e);
         } else {
-          WriteVllmArrayEvent(w, e, v09);
+          WriteVllmArrayEvent(w, e, v09, format == WireFormat::kTrtllm);
         }
       }
       if (!v09) WriteOptInt(w, batch.dp_rank);
       break;
     }
     case WireFormat::kSglang:
+    case WireFormat::kSglangEagle:
       w.Array(batch.dp_rank ? 3 : 2);
       w.Float64(batch.ts);
       w.Array(batch.events.size());

@@ -70,7 +70,7 @@ class EventSlots {
   // a field added to event.h fail here until it is reset too.
   static_assert(sizeof(void*) != 8 || sizeof(EventScopeFields) == 200,
                 "EventScopeFields changed: reset the new field in EventSlots::Empty()");
-  static_assert(sizeof(void*) != 8 || sizeof(WireDetails) == 344,
+  static_assert(sizeof(void*) != 8 || sizeof(WireDetails) == 352,
                 "WireDetails changed: reset the new field in EventSlots::Empty()");
   static void Empty(EventScopeFields& f) {
     f.model.reset();
@@ -94,6 +94,7 @@ class EventSlots {
     w.ownership.reset();
     w.session_id.reset();
     w.tier_spelling.reset();
+    w.eagle_next.reset();
   }
   static void Empty(BlockStored& e) {
     e.block_hashes.clear();
@@ -103,6 +104,7 @@ class EventSlots {
     Empty(e.scope);
     e.multimodal.clear();
     e.standard_hashes = false;
+    e.block_offsets.clear();
     Empty(e.wire);
   }
   static void Empty(AllCleared& e) {

@@ -97,10 +97,31 @@ inline void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_
   w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);
 }
+// A stored event's token_ids: flat, or SGLang EAGLE's bigram pairs [[t0,t1],...,[tn,next]] when
+// the event has wire.eagle_next.
+inline void WriteStoredTokens(Writer& w, const BlockStored& ev) {
+  if (!ev.wire.eagle_next) {
+    WriteTokens(w, ev.token_ids);
+    return;
+  }
+  const size_t n = ev.token_ids.size();
+  w.Array(n);
+  w.Reserve(11 * n);
+  for (size_t i = 0; i < n; ++i) {
+    w.Array(2);
+    w.Uint(ev.token_ids[i]);
+    w.Uint(i + 1 < n ? ev.token_ids[i + 1] : *ev.wire.eagle_next);
+  }
+}
+inline void WriteBlockOffsets(Writer& w, const std::vector<uint32_t>& offsets) {
+  w.Array(offsets.size());
+  for (uint32_t o : offsets) w.Uint(o);
+}
 
-// A vLLM positional event: the 12-field era, or the 6-field BlockStored / 2-field BlockRemoved of
-// vllm-v0.9 when `v09`.
-void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09);
+// A vLLM positional event: the 12-field era (13 with block_offsets), or the 6-field BlockStored /
+// 2-field BlockRemoved of vllm-v0.9 when `v09`; hashes signed int64 when `signed_hashes`
+// (TensorRT-LLM).
+void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_hashes = false);
 // A vLLM tagged map event, defaults omitted.
 void WriteVllmMapEvent(Writer& w, const Event& event);
 // An SGLang positional event, in the shortest SGLang era that carries it.

@@ -28,6 +28,8 @@ struct MapFields {
   std::vector<EngineHash> block_hashes, seq_hashes;
   std::optional<EngineHash> parent_block_hash, parent_hash;
   std::vector<TokenId> token_ids;
+  std::optional<TokenId> eagle_next;
+  std::vector<uint32_t> block_offsets;
   std::optional<uint32_t> block_size;
   std::optional<int64_t> lora_id;
   std::optional<Tier> tier;
@@ -77,6 +79,7 @@ enum class MapKey : uint8_t {
   kDpRank,
   kObjectKey,
   kBaseBlockIdx,
+  kBlockOffsets,
 };
 
 // Returns the key `k` names (exact, case-sensitive), kUnknown for any other.
@@ -111,6 +114,7 @@ inline MapKey LookupMapKey(std::string_view k) {
       {"dp_rank", MapKey::kDpRank},
       {"object_key", MapKey::kObjectKey},
       {"base_block_idx", MapKey::kBaseBlockIdx},
+      {"block_offsets", MapKey::kBlockOffsets},
   };
   for (const auto& [name, key] : kKeys) {
     if (name.size() == k.size() && std::memcmp(name.data(), k.data(), k.size()) == 0) return key;

@@ -1,4 +1,5 @@
-// SGLang's positional events: signed hashes, and the shortest era that carries the event.
+// SGLang's positional events: signed hashes, and the shortest era that carries the event; an
+// event with wire.eagle_next writes its tokens as EAGLE bigram pairs (sglang-eagle).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,7 +23,7 @@ void WriteSglangEvent(Writer& w, const Event& event) {
     w.Str("BlockStored");
     WriteHashes(w, s->block_hashes, true);
     WriteOptHash(w, s->parent, true);
-    WriteTokens(w, s->token_ids);
+    WriteStoredTokens(w, *s);
     w.Uint(*s->scope.block_size);
     WriteOptInt(w, s->scope.lora_id);
     if (medium) WriteMedium(w, s->tier, s->wire.tier_spelling);

@@ -33,10 +33,14 @@ bool ParseSigned(std::string_view text, int64_t& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-// vLLM/SGLang/Mooncake/auto, case-insensitive ("vLLM", "Mooncake" in conductor configs).
+// vLLM/SGLang/Mooncake/auto and the publishers that speak their formats (sglang-eagle, trtllm,
+// lmcache), case-insensitive ("vLLM", "Mooncake" in conductor configs).
 std::optional<std::string> NormaliseFormat(std::string_view format) {
   const std::string lower = Lower(format);
-  if (lower == "vllm" || lower == "sglang" || lower == "mooncake" || lower == "auto") return lower;
+  for (const char* known :
+       {"vllm", "sglang", "mooncake", "auto", "sglang-eagle", "trtllm", "lmcache"}) {
+    if (lower == known) return lower;
+  }
   return std::nullopt;
 }
 
@@ -120,7 +124,7 @@ Result<EngineSourceSpec> ParseSpecFields(std::string_view spec, const std::strin
   const auto format = NormaliseFormat(spec.substr(equals + 1, at - equals - 1));
   if (!format) {
     return fail("unknown format '" + std::string(spec.substr(equals + 1, at - equals - 1)) +
-                "' (vllm, sglang, mooncake or auto)");
+                "' (vllm, sglang, mooncake, auto, sglang-eagle, trtllm or lmcache)");
   }
   config.format = *format;
   const std::string_view rest = spec.substr(at + 1);

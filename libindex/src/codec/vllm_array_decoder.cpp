@@ -1,7 +1,7 @@
 // Positional events, vLLM and SGLang (msgspec array_like structs): ["BlockStored", hashes,
 // parent, tokens, block_size, lora_id, (medium, lora_name | SGLang metadata, extra_keys, group_idx,
-// kv_cache_spec_kind, kv_cache_spec_sliding_window)] and ["BlockRemoved", hashes, (medium,
-// group_idx)]. The array's length tells the version: missing trailing fields take their defaults
+// kv_cache_spec_kind, kv_cache_spec_sliding_window, block_offsets)] and ["BlockRemoved", hashes,
+// (medium, group_idx)]. Tokens may be SGLang EAGLE bigram pairs (sglang_decoder.cpp). The array's length tells the version: missing trailing fields take their defaults
 // and items beyond the last known field are skipped.
 #include <cstdint>
 #include <optional>
@@ -23,7 +23,7 @@ bool Decoder::DecodeStoredArray(uint32_t n, EventSlots& out) {
   BlockStored& ev = out.Next<BlockStored>();
   if (!ReadHashList("block_hashes", ev.block_hashes)) return false;
   if (!ReadOptHash("parent_block_hash", ev.parent)) return false;
-  if (!ReadTokens("token_ids", ev.token_ids)) return false;
+  if (!ReadStoredTokens("token_ids", ev.token_ids, ev.wire.eagle_next)) return false;
   uint32_t block_size = 0;
   if (!ReadU32("block_size", block_size)) return false;
   ev.scope.block_size = block_size;
@@ -59,6 +59,9 @@ bool Decoder::DecodeStoredArray(uint32_t n, EventSlots& out) {
       case 11:
         ok = ReadOptI64("kv_cache_spec_sliding_window", ev.wire.sliding_window);
         break;
+      case 12:
+        ok = ReadBlockOffsets(ev.block_offsets);
+        break;
       default:
         ok = Skip("BlockStored", kEventLevel);
         break;
@@ -67,7 +70,7 @@ bool Decoder::DecodeStoredArray(uint32_t n, EventSlots& out) {
   }
   if (meta_salt) ev.scope.salt = std::move(meta_salt);
   ResolveExtraKeys(extra, ev);
-  return true;
+  return CheckBlockOffsets(ev);
 }
 
 bool Decoder::DecodeRemovedArray(uint32_t n, EventSlots& out) {

@@ -65,12 +65,13 @@ void WriteExtraKeys(Writer& w, const BlockStored& ev) {
 
 }  // namespace
 
-void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09) {
+void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_hashes) {
   if (const auto* s = std::get_if<BlockStored>(&event)) {
-    w.Array(v09 ? 6 : 12);
+    const bool offsets = !s->block_offsets.empty();
+    w.Array(v09 ? 6 : offsets ? 13 : 12);
     w.Str("BlockStored");
-    WriteHashes(w, s->block_hashes, false);
-    WriteOptHash(w, s->parent, false);
+    WriteHashes(w, s->block_hashes, signed_hashes);
+    WriteOptHash(w, s->parent, signed_hashes);
     WriteTokens(w, s->token_ids);
     w.Uint(*s->scope.block_size);
     WriteOptInt(w, s->scope.lora_id);
@@ -85,10 +86,11 @@ void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09) {
     WriteOptUint(w, s->scope.group);
     WriteOptStr(w, s->wire.spec_kind);
     WriteOptInt(w, s->wire.sliding_window);
+    if (offsets) WriteBlockOffsets(w, s->block_offsets);
   } else if (const auto* r = std::get_if<BlockRemoved>(&event)) {
     w.Array(v09 ? 2 : 4);
     w.Str("BlockRemoved");
-    WriteHashes(w, r->block_hashes, false);
+    WriteHashes(w, r->block_hashes, signed_hashes);
     if (v09) return;
     WriteMedium(w, r->tier, r->wire.tier_spelling);
     WriteOptUint(w, r->scope.group);
@@ -104,7 +106,7 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     const size_t n = 8 + (extra ? 1 : 0) + (s->scope.group ? 1 : 0) + (s->wire.spec_kind ? 1 : 0) +
                      (s->wire.sliding_window ? 1 : 0) + (s->wire.locality ? 1 : 0) +
                      (s->wire.ownership ? 1 : 0) + (s->wire.session_id ? 1 : 0) +
-                     (SaltInMetadata(*s) ? 1 : 0);
+                     (SaltInMetadata(*s) ? 1 : 0) + (s->block_offsets.empty() ? 0 : 1);
     w.Map(n);
     w.Str("type");
     w.Str("BlockStored");
@@ -113,7 +115,7 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     w.Str("parent_block_hash");
     WriteOptHash(w, s->parent, false);
     w.Str("token_ids");
-    WriteTokens(w, s->token_ids);
+    WriteStoredTokens(w, *s);
     w.Str("block_size");
     w.Uint(*s->scope.block_size);
     w.Str("lora_id");
@@ -155,6 +157,10 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
       w.Map(1);
       w.Str("cache_salt");
       w.Str(*s->scope.salt);
+    }
+    if (!s->block_offsets.empty()) {
+      w.Str("block_offsets");
+      WriteBlockOffsets(w, s->block_offsets);
     }
   } else if (const auto* r = std::get_if<BlockRemoved>(&event)) {
     const size_t n =

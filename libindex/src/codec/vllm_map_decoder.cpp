@@ -47,7 +47,12 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
         ok = ReadOptHash("parent_block_hash", f.parent_block_hash);
         break;
       case MapKey::kParentHash: ok = ReadOptHash("parent_hash", f.parent_hash); break;
-      case MapKey::kTokenIds: ok = ReadOptTokens("token_ids", f.token_ids); break;
+      case MapKey::kTokenIds:
+        f.token_ids.clear();
+        f.eagle_next.reset();
+        if (!r_.TryNil()) ok = ReadStoredTokens("token_ids", f.token_ids, f.eagle_next);
+        break;
+      case MapKey::kBlockOffsets: ok = ReadBlockOffsets(f.block_offsets); break;
       case MapKey::kBlockSize: ok = ReadOptU32("block_size", f.block_size); break;
       case MapKey::kLoraId: ok = ReadOptI64("lora_id", f.lora_id); break;
       case MapKey::kMedium: ok = ReadOptTier("medium", f.tier, f.tier_spelling); break;
@@ -135,6 +140,8 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
     stored->block_hashes = std::move(hashes);
     stored->parent = f.parent_hash ? f.parent_hash : f.parent_block_hash;
     stored->token_ids = std::move(f.token_ids);
+    stored->wire.eagle_next = f.eagle_next;
+    stored->block_offsets = std::move(f.block_offsets);
     stored->tier = std::move(f.tier);
     scope = &stored->scope;
     wire = &stored->wire;
@@ -169,7 +176,10 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
     wire->session_id = f.session_id ? std::move(f.session_id) : std::move(f.meta_session);
   }
   wire->tier_spelling = std::move(f.tier_spelling);
-  if (stored != nullptr) ResolveExtraKeys(f.extra, *stored);
+  if (stored != nullptr) {
+    ResolveExtraKeys(f.extra, *stored);
+    return CheckBlockOffsets(*stored);
+  }
   return true;
 }
 

@@ -23,7 +23,7 @@ struct Spelling {
 };
 
 // The tier table of docs/wire-formats.md "Tiers"; keep the two in sync.
-constexpr std::array<Spelling, 13> kSpellings = {{
+constexpr std::array<Spelling, 15> kSpellings = {{
     {"GPU", Tier::Kind::kGpu},
     {"NPU", Tier::Kind::kGpu},
     {"cuda", Tier::Kind::kGpu},
@@ -37,6 +37,8 @@ constexpr std::array<Spelling, 13> kSpellings = {{
     {"local_disk", Tier::Kind::kDisk},
     {"STORAGE", Tier::Kind::kDisk},
     {"EXTERNAL", Tier::Kind::kDisk},
+    {"FS", Tier::Kind::kDisk},
+    {"SHARED_STORAGE", Tier::Kind::kDisk},
 }};
 
 }  // namespace

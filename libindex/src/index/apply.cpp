@@ -98,20 +98,28 @@ bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan,
     if (parent_idx != kNone) prev = PrefixHash{block(parent_idx).hash};
     const std::span<const TokenId> all(ev.token_ids);
     const size_t mm = ev.multimodal.size();
+    // Dense: chunk c is block c. Sparse (block_offsets): every chunk extends the chain, and only
+    // the chunks the offsets name become blocks (docs/index-rules.md "Sparse groups").
+    const std::vector<uint32_t>& offsets = ev.block_offsets;
+    const size_t token_chunks = offsets.empty() ? n : all.size() / bs;
     pending.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      LocalBlockHash local = HashBlockTokens(all.subspan(i * bs, bs), seed);
-      if (i < mm && !ev.multimodal[i].empty()) {
+    size_t i = 0;  // the block (hash) the next hashed chunk belongs to
+    for (size_t c = 0; c < token_chunks && i < n; ++c) {
+      const bool hashed = offsets.empty() || offsets[i] == c;
+      LocalBlockHash local = HashBlockTokens(all.subspan(c * bs, bs), seed);
+      if (hashed && i < mm && !ev.multimodal[i].empty()) {
         local = MixMultimodalKeys(local, ev.multimodal[i], seed);
       }
       prev = ChainPrefixHash(prev, local, seed);
+      if (!hashed) continue;
       Pending& p = pending[i];
       p.hash = prev->value;
       p.ns = 0;
       p.engine = ev.block_hashes[i];
       p.partial = -1;
+      ++i;
     }
-  } else if (page < bs && bs % page == 0) {
+  } else if (page < bs && bs % page == 0 && ev.block_offsets.empty()) {
     // Page accumulation: pages fill blocks; a page completing a block maps to that block.
     Partial cur;
     cur.scope = scope_id;
@@ -231,10 +239,17 @@ void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
 
   // The event's own block (page) size.
   uint32_t page = ev.scope.block_size.value_or(0);
-  if (page == 0 && tokens && ev.token_ids.size() % n == 0) {
+  // A sparse event (block_offsets) sends every chunk's tokens but hashes only some chunks.
+  const bool sparse = tokens && !ev.block_offsets.empty();
+  if (page == 0 && tokens && !sparse && ev.token_ids.size() % n == 0) {
     page = static_cast<uint32_t>(ev.token_ids.size() / n);
   }
-  if (tokens && (page == 0 || ev.token_ids.size() != n * static_cast<size_t>(page))) {
+  const size_t token_chunks = sparse && page != 0 ? ev.token_ids.size() / page : n;
+  // Sparse: one offset per hash, the last chunk hashed (the chain continues from it).
+  const bool sparse_ok = !sparse || (ev.block_offsets.size() == n && token_chunks > 0 &&
+                                     ev.block_offsets.back() + size_t{1} == token_chunks);
+  if (tokens && (page == 0 || ev.token_ids.size() != token_chunks * static_cast<size_t>(page) ||
+                 !sparse_ok)) {
     // Rejected whole, never sliced past the tokens
     // (docs/upstream-pitfalls.md "Inconsistent events are rejected, not sliced").
     ++r.rejected;

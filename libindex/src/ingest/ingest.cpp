@@ -15,8 +15,10 @@ namespace kvindex {
 namespace {
 
 FormatHint HintFor(const SourceConfig& config) {
-  if (config.format == "vllm") return FormatHint::kVllm;
+  if (config.format == "vllm" || config.format == "lmcache") return FormatHint::kVllm;
   if (config.format == "sglang") return FormatHint::kSglang;
+  if (config.format == "sglang-eagle") return FormatHint::kSglangEagle;
+  if (config.format == "trtllm") return FormatHint::kTrtllm;
   if (config.format == "mooncake") return FormatHint::kMooncake;
   return FormatHint::kAuto;
 }
@@ -31,7 +33,8 @@ constexpr size_t kPooledEventsMax = 4096;
 // Mooncake store publisher counts from 1, and an auto-detected source may be one) and whether a
 // replay endpoint can fill what came before a late first batch.
 SequencerOptions OptionsFor(SequencerOptions options, const SourceConfig& config) {
-  options.first_seq = config.format == "vllm" || config.format == "sglang" ? 0 : 1;
+  const FormatHint hint = HintFor(config);
+  options.first_seq = hint != FormatHint::kAuto && hint != FormatHint::kMooncake ? 0 : 1;
   options.count_late_join = config.replay_endpoint.empty();
   return options;
 }
@@ -95,12 +98,24 @@ struct Ingestor::SinkAdapter {
       SettleTrust(source, now_ns);
     }
     ApplyToIndex(seq, *pending);
+    CountTokenForms(pending->batch);
     source.counters.events += pending->batch.events.size();
     source.counters.event_errors += pending->batch.errors.size();
     if (self.observer_ != nullptr) {
       self.observer_->OnApplied(source.id, seq, pending->recv_ns, pending->batch);
     }
     self.Recycle(std::move(pending));
+  }
+  // EAGLE bigram streams, and streams whose token form is not the configured one.
+  void CountTokenForms(const EventBatch& batch) {
+    const bool eagle = source.hint == FormatHint::kSglangEagle;
+    for (const Event& e : batch.events) {
+      const auto* s = std::get_if<BlockStored>(&e);
+      if (s == nullptr || s->token_ids.empty()) continue;
+      const bool pairs = s->wire.eagle_next.has_value();
+      source.counters.bigram_events += pairs ? 1 : 0;
+      source.counters.token_form_mismatches += pairs != eagle ? 1 : 0;
+    }
   }
   // An orphan replay applies a batch again: only the index sees it (counts and observers saw it
   // the first time).

@@ -27,8 +27,11 @@ std::string Quoted(const std::string& value) { return "'" + value + "'"; }
 class Explainer {
  public:
   Explainer(const PrefixIndex& index, const QueryRequest& request,
-            std::span<const SourceConfig> sources)
-      : index_(index), request_(request), sources_(sources) {
+            std::span<const SourceConfig> sources, const ExplainContext& context)
+      : index_(index), request_(request), sources_(sources), context_(context) {
+    for (size_t i = 0; i < context_.sources.size(); ++i) {
+      streams_[context_.sources[i].instance].push_back(i);
+    }
     for (size_t i = 0; i < sources_.size(); ++i) {
       const SourceConfig& s = sources_[i];
       named_[s.name].push_back(i);
@@ -40,11 +43,16 @@ class Explainer {
     // The carried values of the query's tenant and model, distinct, in first-seen order.
     const MatchQuery& q = request_.match;
     std::unordered_set<std::string> salts, loras;
+    std::set<uint32_t> groups;
     for (const Scope& scope : index.scopes()) {
+      if (scope.tenant == q.tenant && scope.model == q.model && scope.group != q.group) {
+        groups.insert(scope.group);
+      }
       if (scope.tenant != q.tenant || scope.model != q.model || scope.group != q.group) continue;
       if (salts.insert(scope.salt).second) carried_salts_.push_back(scope.salt);
       if (loras.insert(scope.lora).second) carried_loras_.push_back(scope.lora);
     }
+    other_groups_.assign(groups.begin(), groups.end());
   }
 
   // The answer for `instance` alone under `query` (nullptr when the index leaves it out).
@@ -76,7 +84,10 @@ class Explainer {
                    " (never seen, or unregistered)";
       return out;
     }
+    KVINDEX_ASSIGN_OR_RETURN(bool grouped, TryGroups(instance, out));
+    if (grouped) return out;
     KVINDEX_ASSIGN_OR_RETURN(auto listed, Listed(instance));
+    if (!listed && Silent(instance, out)) return out;
     if (!listed) {
       out.reason = "unknown-scope";
       out.detail = "holds nothing of model " + Quoted(asked.model) + " for tenant " +
@@ -121,6 +132,7 @@ class Explainer {
     // Salt and LoRA: the query's value dropped, or a value a source of the instance configures.
     KVINDEX_ASSIGN_OR_RETURN(bool scoped, TryScope(query, instance, out));
     if (scoped) return out;
+    if (TokenForm(instance, out) || Silent(instance, out)) return out;
     out.reason = "first-block-absent";
     const std::string scope = " in scope tenant=" + asked.tenant + " model=" + asked.model +
                               (asked.lora.empty() ? "" : " lora=" + asked.lora) +
@@ -144,6 +156,76 @@ class Explainer {
   }
 
  private:
+  // The query asked under each other KV-cache group of its tenant and model; true (and `out`
+  // filled) when one of them matches.
+  Result<bool> TryGroups(const std::string& instance, MatchExplanation& out) const {
+    for (uint32_t group : other_groups_) {
+      MatchQuery other = request_.match;
+      other.group = group;
+      KVINDEX_ASSIGN_OR_RETURN(auto m, Probe(other, instance));
+      if (!m || m->longest_matched == 0) continue;
+      out.reason = "group";
+      out.detail = "the query asks KV-cache group " + std::to_string(request_.match.group) +
+                   " but the instance holds the prompt in group " + std::to_string(group) +
+                   " (" + std::to_string(m->longest_matched) + " tokens); name it with \"group\": " +
+                   std::to_string(group);
+      return true;
+    }
+    return false;
+  }
+
+  // True (and `out` filled) when every subscribed source of `instance` is silent.
+  bool Silent(const std::string& instance, MatchExplanation& out) const {
+    auto it = streams_.find(instance);
+    if (it == streams_.end()) return false;
+    std::string names;
+    int64_t quiet_ns = -1;
+    bool never = false;
+    for (size_t i : it->second) {
+      const ExplainSource& s = context_.sources[i];
+      if (!s.subscribed) return false;
+      const int64_t since = s.last_message_ns != 0 ? s.last_message_ns : s.watched_since_ns;
+      const int64_t quiet = context_.now_ns - since;
+      if (quiet < context_.silent_after_ns) return false;
+      never |= s.last_message_ns == 0;
+      quiet_ns = quiet_ns < 0 ? quiet : std::min(quiet_ns, quiet);
+      names += (names.empty() ? "" : ", ") + Quoted(s.name);
+    }
+    out.reason = "silent-publisher";
+    out.detail = "no message from " + names + " for " + std::to_string(quiet_ns / 1'000'000'000) +
+                 " s" + (never ? " (none since the subscriber started: is the engine publishing "
+                                 "KV events to this endpoint?)"
+                               : "");
+    return true;
+  }
+
+  // True (and `out` filled) when a source of `instance` publishes another token form than its
+  // format says, or the query gives engine hashes of an EAGLE bigram stream.
+  bool TokenForm(const std::string& instance, MatchExplanation& out) const {
+    auto it = streams_.find(instance);
+    if (it == streams_.end()) return false;
+    for (size_t i : it->second) {
+      const ExplainSource& s = context_.sources[i];
+      const bool eagle = s.format == "sglang-eagle";
+      if (s.token_form_mismatches > 0) {
+        out.reason = "eagle-bigram";
+        out.detail = "source " + Quoted(s.name) + " is configured as " + Quoted(s.format) + " but " +
+                     std::to_string(s.token_form_mismatches) + " stored events came as " +
+                     (eagle ? "plain token ids" : "EAGLE bigram pairs") + "; configure it as " +
+                     (eagle ? "'sglang'" : "'sglang-eagle'");
+        return true;
+      }
+      if (s.bigram_events > 0 && request_.kind == QueryKind::kEngineHashes) {
+        out.reason = "eagle-bigram";
+        out.detail = "source " + Quoted(s.name) +
+                     " publishes EAGLE bigram blocks, whose engine hashes cover block_size + 1 "
+                     "tokens: hashes computed from plain tokens differ; query with token_ids";
+        return true;
+      }
+    }
+    return false;
+  }
+
   // A value to try for the salt or the LoRA, and where it comes from (for the detail line).
   struct Candidate {
     std::string value;
@@ -249,6 +331,11 @@ class Explainer {
   const PrefixIndex& index_;
   const QueryRequest& request_;
   std::span<const SourceConfig> sources_;
+  const ExplainContext& context_;
+  // Indices into context_.sources, by instance.
+  std::unordered_map<std::string, std::vector<size_t>> streams_;
+  // The KV-cache groups of the query's tenant and model other than the query's, ascending.
+  std::vector<uint32_t> other_groups_;
   // Indices into sources_: the sources named after an instance, and those serving it (named
   // after it, or listing it in `serves`).
   std::unordered_map<std::string, std::vector<size_t>> named_;
@@ -267,7 +354,8 @@ class Explainer {
 Result<std::vector<MatchExplanation>> ExplainMatch(const PrefixIndex& index,
                                                    const QueryRequest& request,
                                                    const PrefixMatch& match,
-                                                   std::span<const SourceConfig> sources) {
+                                                   std::span<const SourceConfig> sources,
+                                                   const ExplainContext& context) {
   std::set<std::string> candidates;
   if (!request.match.instances.empty()) {
     candidates.insert(request.match.instances.begin(), request.match.instances.end());
@@ -276,7 +364,7 @@ Result<std::vector<MatchExplanation>> ExplainMatch(const PrefixIndex& index,
     for (const SourceConfig& s : sources) candidates.insert(s.name);
     for (const InstanceMatch& m : match.instances) candidates.emplace(m.instance);
   }
-  Explainer explainer(index, request, sources);
+  Explainer explainer(index, request, sources, context);
   std::vector<MatchExplanation> out;
   for (const std::string& instance : candidates) {
     const InstanceMatch* found = match.Find(instance);

@@ -4,6 +4,8 @@
 // metrics, not in prometheus-cpp's own counters, so nothing is registered or updated per request.
 #include "metrics_text.h"
 
+#include <algorithm>
+
 #include <array>
 #include <limits>
 #include <span>
@@ -17,6 +19,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "kvindex/core/utf8.h"
+#include "kvindex/core/clock.h"
 #include "kvindex/ingest/source_counters.h"
 
 namespace kvindex {
@@ -56,6 +59,7 @@ class ServingCollector final : public prometheus::Collectable {
     std::vector<MetricFamily> out;
     AddSourceCounters(out);
     AddSourceTrust(out);
+    AddSilence(out);
     const IndexStats stats = index_.stats();
     MetricFamily resident =
         Family("kvindex_resident_blocks",
@@ -92,6 +96,17 @@ class ServingCollector final : public prometheus::Collectable {
       m.counter.value = static_cast<double>(count);
     }
     out.push_back(std::move(requests));
+    MetricFamily reasons =
+        Family("kvindex_explain_reasons_total",
+               "Instances explained by --explain answers, by reason (block-size, salt, lora, "
+               "group, eagle-bigram, silent-publisher, ...).",
+               MetricType::Counter);
+    for (const auto& [reason, count] : metrics_.Explanations()) {
+      ClientMetric& m = reasons.metric.emplace_back();
+      m.label = {LabelOf("reason", reason)};
+      m.counter.value = static_cast<double>(count);
+    }
+    out.push_back(std::move(reasons));
     out.push_back(GaugeFamily(
         "kvindex_http_workers",
         "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
@@ -104,6 +119,26 @@ class ServingCollector final : public prometheus::Collectable {
   }
 
  private:
+  // Seconds since each subscribed source's latest live message (since it was first listened to,
+  // when none came yet): a publisher that went silent stands out.
+  void AddSilence(std::vector<MetricFamily>& out) const {
+    MetricFamily family =
+        Family("kvindex_source_seconds_since_last_message",
+               "Seconds since the source's latest live message (since the subscriber started "
+               "listening, when none came yet).",
+               MetricType::Gauge);
+    const int64_t now = RealtimeNs();
+    for (const ServedSource& s : sources_) {
+      if (!s.subscribed) continue;
+      const int64_t since = s.transport.last_message_ns != 0 ? s.transport.last_message_ns
+                                                              : s.watched_since_ns;
+      ClientMetric& m = family.metric.emplace_back();
+      m.label = {LabelOf("source", s.name), LabelOf("instance", s.config.name)};
+      m.gauge.value = since == 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, now - since)) * 1e-9;
+    }
+    out.push_back(std::move(family));
+  }
+
   // One family per per-source counter (source_counters.h), in the documented order.
   void AddSourceCounters(std::vector<MetricFamily>& out) const {
     std::vector<std::array<SourceCounterField, kSourceCounterCount>> fields;

@@ -39,7 +39,7 @@ struct IdsField {
 
 struct Fields {
   StringField model, model_name, lora_name, instance_id;
-  IntField lora_id, block_size;
+  IntField lora_id, block_size, group;
   StringField tenant, salt;  // kGood: a string or an integer, in decimal
   IdsField tokens, block_hash, seq_hashes;
   std::vector<TokenId> token_ids;
@@ -177,6 +177,7 @@ class BodyFields final : public JsonFieldVisitor {
     if (key == "tenant_id") return ReadStringOrInt(value, kind, f_.tenant);
     if (key == "cache_salt") return ReadStringOrInt(value, kind, f_.salt);
     if (key == "block_size") return ReadInt(value, kind, f_.block_size);
+    if (key == "group" || key == "group_idx") return ReadInt(value, kind, f_.group);
     if (key == "instance_id") return ReadString(value, kind, f_.instance_id);
     if (key == "instances") return ReadInstances(value, kind);
     if (key == "model_name") return ReadString(value, kind, f_.model_name);
@@ -196,6 +197,7 @@ class BodyFields final : public JsonFieldVisitor {
     if (key == "instance_id") f_.instance_id = {};
     if (key == "lora_id") f_.lora_id = {};
     if (key == "block_size") f_.block_size = {};
+    if (key == "group" || key == "group_idx") f_.group = {};
     if (key == "tenant_id") f_.tenant = {};
     if (key == "cache_salt") f_.salt = {};
     if (key == "token_ids") f_.tokens = {};
@@ -353,6 +355,13 @@ Status ScopeFrom(const Fields& f, const StringField& model, std::string_view mod
       return Bad("block_size: expected a positive integer");
     }
     request.match.block_size = static_cast<uint32_t>(f.block_size.value);
+  }
+  if (f.group.seen != Seen::kAbsent) {
+    if (f.group.seen == Seen::kOther || f.group.value < 0 ||
+        f.group.value > std::numeric_limits<uint32_t>::max()) {
+      return Bad("group: expected a KV-cache group index from 0 to 4294967295");
+    }
+    request.match.group = static_cast<uint32_t>(f.group.value);
   }
   return Status::Ok();
 }

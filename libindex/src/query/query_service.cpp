@@ -214,14 +214,27 @@ int QueryService::Query(std::string_view body, std::string& out) {
   if (request.explain && !options_.conductor_compat) {
     // A slow diagnostic (match_explain.h): {"data": ..., "explain": {...}}.
     std::vector<SourceConfig> configs;
+    ExplainContext context;
+    context.now_ns = RealtimeNs();
     for (const ServedSource& s : backend_.Sources()) {
-      if (s.state != "unregistered") configs.push_back(s.config);
+      if (s.state == "unregistered") continue;
+      configs.push_back(s.config);
+      context.sources.push_back({.instance = s.config.name,
+                                 .name = s.name,
+                                 .format = s.config.format,
+                                 .subscribed = s.subscribed,
+                                 .last_message_ns = s.transport.last_message_ns,
+                                 .watched_since_ns = s.watched_since_ns,
+                                 .bigram_events = s.counters.bigram_events,
+                                 .token_form_mismatches = s.counters.token_form_mismatches});
     }
-    Result<std::vector<MatchExplanation>> why = ExplainMatch(index_, request, *match, configs);
+    Result<std::vector<MatchExplanation>> why =
+        ExplainMatch(index_, request, *match, configs, context);
     if (!why.ok()) {
       out = ErrorBody(why.status().message());
       return 400;
     }
+    for (const MatchExplanation& e : *why) metrics_.CountExplanation(e.reason);
     out.pop_back();  // the answer's closing brace
     out += ",\"explain\":" + RenderExplanations(*why) + "}";
   }

@@ -41,6 +41,8 @@ SubscriberSourceStatus SubscriberStatus::Total() const {
     t.ingest.replay_frame_errors += s.ingest.replay_frame_errors;
     t.ingest.event_errors += s.ingest.event_errors;
     t.ingest.events += s.ingest.events;
+    t.ingest.bigram_events += s.ingest.bigram_events;
+    t.ingest.token_form_mismatches += s.ingest.token_form_mismatches;
     t.ingest.index += s.ingest.index;
     t.messages += s.messages;
     t.bytes += s.bytes;
@@ -50,6 +52,7 @@ SubscriberSourceStatus SubscriberStatus::Total() const {
     t.dealers_recreated += s.dealers_recreated;
     t.unsupported += s.unsupported;
     t.unrecorded += s.unrecorded;
+    t.last_message_ns = std::max(t.last_message_ns, s.last_message_ns);
   }
   return t;
 }

@@ -202,6 +202,7 @@ void Subscriber::Impl::DrainSub(Source& s) {
     const int64_t now = RealtimeNs();
     ++s.status.messages;
     s.status.bytes += bytes;
+    s.status.last_message_ns = now;
     ++live_messages;
     if (first_message_ns == 0) first_message_ns = now;
     last_message_ns = now;

@@ -55,6 +55,13 @@ void FakeModel::Clear(size_t source) {
 void FakeModel::Apply(size_t source, const EventBatch& batch) {
   Source& s = sources_[source];
   for (const Event& event : batch.events) {
+    // Queries ask KV-cache group 0; another group's blocks are another scope.
+    if (const auto* st = std::get_if<BlockStored>(&event); st && st->scope.group.value_or(0) != 0) {
+      continue;
+    }
+    if (const auto* rm = std::get_if<BlockRemoved>(&event); rm && rm->scope.group.value_or(0) != 0) {
+      continue;
+    }
     if (const auto* stored = std::get_if<BlockStored>(&event)) {
       std::optional<PrefixHash> parent;
       if (stored->parent) {

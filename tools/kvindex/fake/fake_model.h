@@ -6,7 +6,8 @@
 // Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash (root when the
 // parent is nil) and only when the parent is known to that source (else an orphan, skipped); token
 // ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier; AllCleared and a
-// restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers by key. An
+// restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers by key; events of
+// a KV-cache group other than 0 are skipped (queries ask group 0). An
 // instance matches a block while any of its sources holds it in any tier; DP[r] is the longest
 // prefix rank r's sources hold.
 //

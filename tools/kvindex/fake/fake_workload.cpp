@@ -38,6 +38,29 @@ std::vector<TokenId> TraceBlockTokens(uint64_t hash_id, uint32_t block_size) {
   return tokens;
 }
 
+namespace {
+
+// vllm-hybrid's sliding-window group: group 1, its own engine hashes (a fixed mix of group 0's).
+constexpr uint32_t kSlidingGroup = 1;
+EngineHash SlidingHash(EngineHash h) {
+  return EngineHash{(h.value ^ 0x5157494e444f5731ULL) * 0x9e3779b97f4a7c15ULL};
+}
+BlockStored InSlidingGroup(BlockStored e, uint32_t block_size) {
+  for (EngineHash& h : e.block_hashes) h = SlidingHash(h);
+  if (e.parent) e.parent = SlidingHash(*e.parent);
+  e.scope.group = kSlidingGroup;
+  e.wire.spec_kind = "sliding_window";
+  e.wire.sliding_window = int64_t{4} * block_size;
+  return e;
+}
+BlockRemoved InSlidingGroup(BlockRemoved e) {
+  for (EngineHash& h : e.block_hashes) h = SlidingHash(h);
+  e.scope.group = kSlidingGroup;
+  return e;
+}
+
+}  // namespace
+
 void FakeCache::Reset() {
   lru_.clear();
   entries_.clear();
@@ -45,7 +68,11 @@ void FakeCache::Reset() {
 
 void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& out) {
   const uint32_t bs = style_.block_size;
-  const std::vector<PrefixHash> chain = ChainPrefixHashes(tokens, bs);
+  std::vector<PrefixHash> chain = ChainPrefixHashes(tokens, bs);
+  // EAGLE keys a block by the pairs of its tokens and the next one: the last full block waits.
+  if (style_.eagle && !tokens.empty() && chain.size() > (tokens.size() - 1) / bs) {
+    chain.resize((tokens.size() - 1) / bs);
+  }
   const size_t n = chain.size();
   if (n == 0) return;
   std::vector<bool> present(n);
@@ -74,7 +101,13 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       removed.block_hashes = std::move(victims);
       removed.tier = style_.tier;
       removed.scope.model = style_.model;
-      out.push_back(std::move(removed));
+      if (style_.hybrid) {
+        removed.scope.group = 0;
+        out.push_back(removed);
+        out.push_back(InSlidingGroup(std::move(removed)));
+      } else {
+        out.push_back(std::move(removed));
+      }
     }
   }
   // Store each run of missing blocks.
@@ -92,6 +125,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       stored.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(from * bs),
                               tokens.begin() + static_cast<ptrdiff_t>(to * bs));
       stored.tier = style_.tier;
+      if (style_.eagle) stored.wire.eagle_next = tokens[to * bs];
       stored.scope.block_size = bs;
       stored.scope.model = style_.model;
       if (style_.store_objects) {
@@ -103,6 +137,13 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
         Replica replica{
             .tier = Tier::Cpu(), .location = "tcp://fake-store:0", .tier_spelling = "memory"};
         out.push_back(StoreUpdate{key, {replica}});
+        return;
+      }
+      if (style_.hybrid) {
+        stored.scope.group = 0;
+        stored.wire.spec_kind = "full_attention";
+        out.push_back(stored);
+        out.push_back(InSlidingGroup(std::move(stored), bs));
         return;
       }
       out.push_back(std::move(stored));

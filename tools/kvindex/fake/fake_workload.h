@@ -27,6 +27,12 @@ struct FakeEventStyle {
   std::optional<Tier> tier;             // nullopt: no medium sent (vllm-v0.9, early SGLang)
   std::optional<std::string> model;     // set on every event (Mooncake formats carry it)
   bool store_objects = false;           // Mooncake seed era: one object per block, removal by key
+  // SGLang EAGLE: token ids go out as bigram pairs, so a block is stored only when the prompt has
+  // the token after it (wire.eagle_next).
+  bool eagle = false;
+  // A hybrid model (vllm-hybrid): every event of the full-attention group 0 is mirrored by one of
+  // a sliding-window group 1, under that group's own engine hashes.
+  bool hybrid = false;
 };
 
 // The engine hash publish-fake publishes for a block with prefix hash `prefix`: a fixed mix of it,

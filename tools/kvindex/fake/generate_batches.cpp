@@ -23,6 +23,12 @@ std::string SourceFormatHint(WireFormat f) {
   switch (f) {
     case WireFormat::kSglang:
       return "sglang";
+    case WireFormat::kSglangEagle:
+      return "sglang-eagle";
+    case WireFormat::kTrtllm:
+      return "trtllm";
+    case WireFormat::kLmcache:
+      return "lmcache";
     case WireFormat::kMooncake:
     case WireFormat::kMooncakeSeed:
       return "mooncake";
@@ -35,14 +41,22 @@ std::string SourceFormatHint(WireFormat f) {
 FakeEventStyle EngineStyle(const PublishFakeOptions& o, WireFormat format) {
   FakeEventStyle style;
   style.block_size = o.synth.block_size;
+  style.hybrid = o.format == "vllm-hybrid";
   switch (format) {
     case WireFormat::kVllmV09:
       break;  // no medium in v0.9
     case WireFormat::kSglang:
       break;  // the earliest SGLang era has no medium either
+    case WireFormat::kSglangEagle:
+      style.eagle = true;  // bigram pairs: a block is stored once the token after it is known
+      break;
     case WireFormat::kVllm:
     case WireFormat::kVllmMap:
+    case WireFormat::kTrtllm:
       style.tier = Tier::Gpu();
+      break;
+    case WireFormat::kLmcache:
+      style.tier = Tier::Cpu();  // LMCache's connector reports its CPU store
       break;
     case WireFormat::kMooncake:
       style.tier = Tier::Cpu();
@@ -63,9 +77,11 @@ Status GenerateEngineItems(const PublishFakeOptions& o, WireFormat format,
                            std::vector<FakeSource>& sources, SyntheticPrompts* synthetic,
                            TracePrompts* trace) {
   const FakeEventStyle style = EngineStyle(o, format);
-  const bool carries_rank = format == WireFormat::kVllm || format == WireFormat::kVllmMap ||
-                            format == WireFormat::kMooncake ||
-                            (format == WireFormat::kSglang && o.dp_ranks > 1);
+  const bool carries_rank =
+      format == WireFormat::kVllm || format == WireFormat::kVllmMap ||
+      format == WireFormat::kTrtllm || format == WireFormat::kLmcache ||
+      format == WireFormat::kMooncake ||
+      ((format == WireFormat::kSglang || format == WireFormat::kSglangEagle) && o.dp_ranks > 1);
   // Timestamps in whole milliseconds (Mooncake RFC batches carry integer milliseconds).
   const int64_t t0_ms = RealtimeNs() / 1'000'000;
   // Every prompt is materialised before the first send: bounded, so that no flag or trace line

@@ -112,7 +112,9 @@ Status CheckOptions(const PublishFakeOptions& o) {
 
 Status RunPublishFake(const PublishFakeOptions& o) {
   KVINDEX_RETURN_IF_ERROR(CheckOptions(o));
-  KVINDEX_ASSIGN_OR_RETURN(WireFormat format, ParseWireFormat(o.format));
+  // vllm-hybrid: the vllm-map wire, events of a hybrid model's two KV-cache groups.
+  KVINDEX_ASSIGN_OR_RETURN(WireFormat format,
+                           ParseWireFormat(o.format == "vllm-hybrid" ? "vllm-map" : o.format));
   ReplayStyle style = DefaultReplayStyle(format);
   if (!o.replay_style.empty()) {
     KVINDEX_ASSIGN_OR_RETURN(style, ParseReplayStyle(o.replay_style));
@@ -161,9 +163,11 @@ CLI::Validator ConnectHost() {
 // The workload, the sources and their sockets (the first half of --help).
 void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
-                  "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed")
+                  "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed, "
+                  "sglang-eagle, trtllm, lmcache, vllm-hybrid")
       ->check(
-          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed"}))
+          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed",
+                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid"}))
       ->capture_default_str();
   cmd->add_option("--replay-style", o.replay_style,
                   "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")

@@ -33,10 +33,14 @@ enum class WireFormat : uint8_t {
   kMooncake,      // "mooncake": RFC #1527, [timestamp_ms, [maps], rank], every key written
   kMooncakeSeed,  // "mooncake-seed": [ts, events] with BlockUpdateEvent / RemoveAllEvent /
                   // BlockStoreEvent (subscriber guide layout)
+  kSglangEagle,   // "sglang-eagle": sglang with token_ids as EAGLE bigram pairs [[t0,t1],[t1,t2]..]
+  kTrtllm,        // "trtllm": TensorRT-LLM's native publisher, vllm's layout with signed hashes
+  kLmcache,       // "lmcache": LMCache's vLLM connector, vllm's layout (its events say CPU)
 };
 
-// Returns the format named "vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake" or
-// "mooncake-seed" (exact, lower-case); kInvalidArgument for anything else.
+// Returns the format named "vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake",
+// "mooncake-seed", "sglang-eagle", "trtllm" or "lmcache" (exact, lower-case); kInvalidArgument for
+// anything else.
 Result<WireFormat> ParseWireFormat(std::string_view name);
 
 // Returns the name ParseWireFormat() accepts for `format`.
@@ -45,7 +49,8 @@ std::string_view WireFormatName(WireFormat format);
 // What the source is configured as (`--source NAME=FORMAT@...`). The decoder detects the era per
 // message; the hint only breaks ties (e.g. kSglang reports an early SGLang batch as kSglang
 // rather than kVllmV09). It never makes a valid payload fail.
-enum class FormatHint : uint8_t { kAuto, kVllm, kSglang, kMooncake };
+// kSglangEagle and kTrtllm name the publishers whose bytes otherwise read as kSglang / kVllm.
+enum class FormatHint : uint8_t { kAuto, kVllm, kSglang, kMooncake, kSglangEagle, kTrtllm };
 
 // Hard limits (docs/wire-formats.md "Failures and limits"). Exceeding one is kLimitExceeded.
 inline constexpr size_t kMaxPayloadBytes = size_t{64} << 20;  // 64 MiB

@@ -54,6 +54,10 @@ struct WireDetails {
   std::optional<std::string> ownership;    // vLLM ownership
   std::optional<std::string> session_id;   // SGLang metadata / vLLM session_id
   std::optional<std::string> tier_spelling;  // the medium as sent, when it differs from name()
+  // SGLang EAGLE: token_ids were sent as bigram pairs [[t0,t1],[t1,t2],...]; this is the second
+  // item of the last pair (the token after the event's last block). Present exactly when the
+  // event came as pairs; the event's token_ids hold the first item of every pair.
+  std::optional<TokenId> eagle_next;
 
   friend bool operator==(const WireDetails&, const WireDetails&) = default;
 };
@@ -69,6 +73,10 @@ struct BlockStored {
   std::vector<std::vector<MultimodalKey>> multimodal;
   // True when block_hashes are already kvindex prefix hashes (RFC `hash=standard` sources).
   bool standard_hashes = false;
+  // Empty (dense: block_hashes[i] holds chunk i of token_ids), or one entry per block hash: the
+  // block_size chunk of token_ids that block_hashes[i] holds (vLLM block_offsets, sparse groups
+  // such as Mamba in align mode). Strictly increasing.
+  std::vector<uint32_t> block_offsets;
   WireDetails wire;
 
   friend bool operator==(const BlockStored&, const BlockStored&) = default;

@@ -54,7 +54,8 @@ class Tier {
 // Normalises a publisher's tier spelling, case-insensitively (docs/wire-formats.md "Tiers"):
 //   GPU, NPU, cuda, device                     -> GPU
 //   CPU, host, memory, CPU_PINNED              -> CPU
-//   DISK, ssd, local_disk, STORAGE, EXTERNAL   -> DISK
+//   DISK, ssd, local_disk, STORAGE, EXTERNAL,
+//   FS, SHARED_STORAGE                         -> DISK
 //   empty                                      -> GPU (a missing medium)
 //   anything else                              -> Other(upper-cased name)
 Tier ParseTier(std::string_view wire_name);

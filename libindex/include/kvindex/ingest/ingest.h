@@ -37,6 +37,11 @@ struct SourceCounters {
   uint64_t replay_frame_errors = 0;  // replay replies of no known layout
   uint64_t event_errors = 0;        // events that failed alone inside good batches
   uint64_t events = 0;              // events applied
+  // Applied BlockStored events whose token_ids came as SGLang EAGLE bigram pairs.
+  uint64_t bigram_events = 0;
+  // Applied BlockStored events (with tokens) whose token form differs from the source's format:
+  // bigram pairs on a source not configured sglang-eagle, plain tokens on one that is.
+  uint64_t token_form_mismatches = 0;
   ApplyResult index;                // what the index did with the applied batches
   SourceTrust trust;                // not a counter: exact / degraded / stale (source_trust.h)
 };

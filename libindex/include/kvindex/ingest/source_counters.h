@@ -30,6 +30,9 @@ struct TransportCounters {
   uint64_t replay_send_failures = 0;  // replay requests that could not be sent
   uint64_t unsupported = 0;           // payloads of an unsupported format or era
   uint64_t unrecorded = 0;            // messages the capture refused (too large for a record)
+  // Not a counter: when the latest live message arrived (realtime ns; 0 = none yet, or offline).
+  // GET /instances shows it, /metrics turns it into an age, --explain names a silent publisher.
+  int64_t last_message_ns = 0;
 };
 
 struct SourceCounterField {
@@ -38,7 +41,7 @@ struct SourceCounterField {
   uint64_t value = 0;
 };
 
-inline constexpr size_t kSourceCounterCount = 35;
+inline constexpr size_t kSourceCounterCount = 37;
 
 // Every per-source counter of `ingest` and `transport`, in the documented order.
 std::array<SourceCounterField, kSourceCounterCount> SourceCounterFields(

@@ -32,6 +32,10 @@ struct ServedSource {
   std::string state;  // "live", "backfilling", "unregistered", ...
   SourceCounters counters;
   TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
+  // A live subscriber feeds the source (transport.last_message_ns is then its latest message),
+  // listening since watched_since_ns (realtime ns).
+  bool subscribed = false;
+  int64_t watched_since_ns = 0;
 };
 
 // The trust of each instance of `sources` (SourceTrust folded per instance, AddSourceTrust);

@@ -68,6 +68,17 @@ class RequestMetrics {
     return requests_;
   }
 
+  // Counts one --explain / "explain": true answer for one instance, by reason (match_explain.h).
+  void CountExplanation(std::string_view reason) {
+    std::lock_guard lock(mutex_);
+    ++explanations_[std::string(reason)];
+  }
+  // A copy of the explanation counts, by reason.
+  std::map<std::string, uint64_t> Explanations() const {
+    std::lock_guard lock(mutex_);
+    return explanations_;
+  }
+
   // The histogram as it stands.
   LatencySnapshot Latency() const {
     LatencySnapshot out;
@@ -82,6 +93,7 @@ class RequestMetrics {
  private:
   mutable std::mutex mutex_;
   RequestCounts requests_;
+  std::map<std::string, uint64_t> explanations_;
   std::array<std::atomic<uint64_t>, kQueryLatencyBounds.size() + 1> latency_buckets_{};
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_ns_{0};

@@ -76,6 +76,7 @@ struct SubscriberSourceStatus {
   uint64_t dealers_recreated = 0;
   uint64_t unsupported = 0;      // payloads of an unsupported format/era (also in malformed)
   uint64_t unrecorded = 0;       // messages the capture refused (larger than a record may be)
+  int64_t last_message_ns = 0;   // receive time (realtime ns) of the latest live message; 0: none
   bool backfilling = false;
   bool waiting = false;  // sequences are missing (a hole is open or a replay outstanding)
 };
