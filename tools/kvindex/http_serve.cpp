@@ -126,6 +126,9 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
                   "HTTP connections served at once, one worker thread each (default 1024); more "
                   "wait for a free worker")
       ->check(CLI::Range(1, 65536));
+  cmd->add_option("--http-server", options.server, "")
+      ->check(CLI::IsMember({"beast", "evhttp", "httplib"}))
+      ->group("");
 }
 
 Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
@@ -159,6 +162,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   server_options.threads = options.threads;
   server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";
+  server_options.transport = options.server;
   KVINDEX_ASSIGN_OR_RETURN(serving->server,
                            QueryServer::Start(index, *serving->backend, server_options));
   std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", listen.host.c_str(),

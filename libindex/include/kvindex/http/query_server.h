@@ -32,6 +32,8 @@ struct QueryServerOptions {
   bool conductor_compat = false;
   // false: bind nothing and start no thread; only Handle() answers.
   bool listen = true;
+  // The HTTP library: "beast", "evhttp" or "httplib" (bench comparison).
+  std::string transport = "beast";
 };
 
 class QueryServer {
