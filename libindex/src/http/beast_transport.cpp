@@ -95,7 +95,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Answer();
   void AnswerError(int status);
   void Send(bhttp::response<bhttp::string_body>&& response, bool keep_alive);
-  bool Stream(const ServiceAnswer& answer, unsigned version, bool keep_alive);
+  void Drain();
+  bool Stream(const ServiceAnswer& answer, unsigned version, bool keep_alive, bool head_only);
 
   BeastTransport& transport_;
   Loop& loop_;
@@ -115,6 +116,7 @@ class BeastTransport final : public HttpTransport {
     const size_t threads = std::max<size_t>(1, options.threads);
     for (size_t i = 0; i < threads; ++i) loops_.push_back(std::make_unique<Loop>());
     acceptor_.emplace(loops_[0]->context);
+    retry_.emplace(loops_[0]->context);
   }
   ~BeastTransport() override { Stop(); }
 
@@ -154,6 +156,7 @@ class BeastTransport final : public HttpTransport {
         if (raw == loops_[0].get()) {
           ErrorCode ignored;
           acceptor_->close(ignored);
+          retry_->cancel();
         }
         if (raw->sweeper) raw->sweeper->cancel();
         for (Connection* connection : raw->connections) connection->Close();
@@ -184,17 +187,25 @@ class BeastTransport final : public HttpTransport {
     Loop& loop = *loops_[next_loop_++ % loops_.size()];
     acceptor_->async_accept(loop.context, [this, &loop](ErrorCode ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || stopped_) return;
-      if (!ec) {
-        ErrorCode ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        {
-          std::lock_guard lock(mutex_);
-          ++open_;
-          if (hooks_.gauges != nullptr) hooks_.gauges->connections.store(open_);
-        }
-        auto connection = std::make_shared<Connection>(*this, loop, std::move(socket));
-        net::post(loop.context, [connection] { connection->Start(); });
+      if (ec) {  // out of descriptors, say: try again shortly rather than spin
+        retry_->expires_after(std::chrono::milliseconds(50));
+        retry_->async_wait([this](ErrorCode timer) {
+          if (!timer && !stopped_) Accept();
+        });
+        return;
       }
+      ErrorCode ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      {
+        std::lock_guard lock(mutex_);
+        ++open_;
+        if (hooks_.gauges != nullptr) hooks_.gauges->connections.store(open_);
+      }
+      // Made on its own thread: the connection list and everything else of a connection belong
+      // to the thread it runs on.
+      net::post(loop.context, [this, &loop, s = std::move(socket)]() mutable {
+        std::make_shared<Connection>(*this, loop, std::move(s))->Start();
+      });
       std::lock_guard lock(mutex_);
       if (open_ < options_.max_connections) {
         net::post(loops_[0]->context, [this] { Accept(); });
@@ -226,6 +237,7 @@ class BeastTransport final : public HttpTransport {
   bool accepting_ = false;
   std::vector<std::unique_ptr<Loop>> loops_;
   std::optional<tcp::acceptor> acceptor_;
+  std::optional<net::steady_timer> retry_;  // the accept retry after an error
   size_t next_loop_ = 0;
   uint16_t port_ = 0;
 };
@@ -305,8 +317,8 @@ void Connection::Answer() {
   ServiceAnswer answer = transport_.hooks().handle(
       std::string_view(method.data(), method.size()),
       TargetPath(std::string_view(target.data(), target.size())), request.body());
-  if (answer.stream && !head) {
-    if (Stream(answer, request.version(), keep_alive) && keep_alive) return ReadNext();
+  if (answer.stream) {
+    if (Stream(answer, request.version(), keep_alive, head) && keep_alive) return ReadNext();
     return Close();
   }
   bhttp::response<bhttp::string_body> response;
@@ -342,23 +354,39 @@ void Connection::Send(bhttp::response<bhttp::string_body>&& response, bool keep_
     if (keep_alive) return self->ReadNext();
     ErrorCode ignored;
     self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    self->Close();
+    self->deadline_ = Clock::now() + self->transport_.options().read_timeout;
+    self->Drain();
   });
 }
 
-bool Connection::Stream(const ServiceAnswer& answer, unsigned version, bool keep_alive) {
-  bhttp::response<bhttp::empty_body> head;
-  head.version(version);
-  head.result(static_cast<unsigned>(answer.status));
-  head.set(bhttp::field::content_type,
-           beast::string_view(answer.content_type.data(), answer.content_type.size()));
-  head.keep_alive(keep_alive);
-  head.chunked(true);
+// After the last answer: reads and drops what the client still sends (a body over the limit)
+// until it closes or the read timeout, so that closing with unread bytes (a reset) does not
+// destroy the answer before the client has read it.
+void Connection::Drain() {
+  buffer_.clear();
+  socket_.async_read_some(buffer_.prepare(kKeepBufferBytes),
+                          [self = shared_from_this()](ErrorCode ec, size_t) {
+                            if (!ec) self->Drain();
+                          });
+}
+
+// A streamed answer: the header, then each chunk as the producer writes it (the header goes out
+// with the first), each send waiting at most the write timeout. HEAD: the header alone.
+bool Connection::Stream(const ServiceAnswer& answer, unsigned version, bool keep_alive,
+                        bool head_only) {
+  bhttp::response<bhttp::empty_body> start;
+  start.version(version);
+  start.result(static_cast<unsigned>(answer.status));
+  start.set(bhttp::field::content_type,
+            beast::string_view(answer.content_type.data(), answer.content_type.size()));
+  start.keep_alive(keep_alive);
+  start.chunked(true);
   std::ostringstream header;
-  header << head.base();
+  header << start.base();
   const int fd = socket_.native_handle();
   const std::chrono::milliseconds timeout = transport_.options().write_timeout;
   std::string pending = header.str();
+  if (head_only) return SendAll(fd, pending, timeout);
   bool client_there = true;
   const bool complete = answer.stream([&](std::string_view chunk) {
     if (!client_there) return false;
@@ -375,8 +403,8 @@ bool Connection::Stream(const ServiceAnswer& answer, unsigned version, bool keep
 
 }  // namespace
 
-Result<std::unique_ptr<HttpTransport>> StartBeastTransport(const TransportOptions& options,
-                                                           TransportHooks hooks) {
+Result<std::unique_ptr<HttpTransport>> StartHttpTransport(const TransportOptions& options,
+                                                          TransportHooks hooks) {
   auto transport = std::make_unique<BeastTransport>(options, std::move(hooks));
   KVINDEX_RETURN_IF_ERROR(transport->Listen());
   return std::unique_ptr<HttpTransport>(std::move(transport));

@@ -54,7 +54,6 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   };
   hooks.error_body = [](int status) { return QueryService::TransportErrorBody(status); };
   hooks.gauges = &impl->service.connection_gauges();
-  transport.library = options.transport;
   KVINDEX_ASSIGN_OR_RETURN(impl->transport, http::StartHttpTransport(transport, std::move(hooks)));
   return std::unique_ptr<QueryServer>(new QueryServer(std::move(impl)));
 }

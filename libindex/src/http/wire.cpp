@@ -2,7 +2,6 @@
 #include "wire.h"
 
 #include <cstdio>
-#include <utility>
 
 namespace kvindex::http {
 namespace {
@@ -15,13 +14,6 @@ int HexValue(char c) {
 }
 
 }  // namespace
-
-Result<std::unique_ptr<HttpTransport>> StartHttpTransport(const TransportOptions& options,
-                                                          TransportHooks hooks) {
-  if (options.library == "evhttp") return StartEvhttpTransport(options, std::move(hooks));
-  if (options.library == "httplib") return StartHttplibTransport(options, std::move(hooks));
-  return StartBeastTransport(options, std::move(hooks));
-}
 
 std::string TargetPath(std::string_view target) {
   const size_t end = target.find_first_of("?#");

@@ -24,7 +24,7 @@ namespace kvindex::http {
 struct TransportOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
-  size_t threads = 2;             // I/O threads (or, for a thread-per-connection library, kept workers)
+  size_t threads = 2;             // I/O threads
   size_t max_connections = 1024;  // open connections served at once; more wait to be accepted
   size_t max_body_bytes = 0;      // a larger request body is answered 413 and the connection closed
   // A request not complete this long after its first byte (or after the previous answer) is cut
@@ -32,7 +32,6 @@ struct TransportOptions {
   std::chrono::milliseconds read_timeout{5000};
   std::chrono::milliseconds write_timeout{5000};
   std::chrono::milliseconds keep_alive_timeout{2000};  // an idle keep-alive connection is closed
-  std::string library = "beast";  // "beast", "evhttp" or "httplib" (the library comparison)
 };
 
 struct TransportHooks {
