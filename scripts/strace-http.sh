@@ -5,7 +5,7 @@
 # Prints each server's calls per request sent, by system call.
 #
 # Usage: scripts/strace-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 3 4 (env HTTP_SERVER, HTTP_THREADS as for bench-http.sh)
+#   defaults: build 5000 3 4 (env HTTP_THREADS=2 the server's --http-threads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -19,7 +19,7 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "
 port=$((40000 + RANDOM % 10000))
 floor_port=$((port + 1))
 "$BUILD/tools/kvindex/kvindex" subscribe --source "a=vllm@tcp://127.0.0.1:$((port + 2)),model=m,block-size=16" \
-  --http "127.0.0.1:$port" --http-threads "${HTTP_THREADS:-2}" ${HTTP_SERVER:+--http-server "$HTTP_SERVER"} \
+  --http "127.0.0.1:$port" --http-threads "${HTTP_THREADS:-2}" \
   --stats-interval 0 >"$tmp/sub.out" 2>&1 &
 pids+=($!)
 sub=$!
@@ -50,5 +50,5 @@ print("%s: %.2f system calls per request (%d sent, %d errors): %s" % (
     ", ".join("%s %.2f" % (n, c / sent) for c, n in sorted(rows, reverse=True) if c / sent >= 0.05)))
 PYEOF
 }
-count "kvindex-${HTTP_SERVER:-beast}" "$port" "$sub"
+count kvindex "$port" "$sub"
 count floor "$floor_port" "$floor"

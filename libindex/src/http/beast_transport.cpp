@@ -122,9 +122,13 @@ class BeastTransport final : public HttpTransport {
 
   Status Listen() {
     ErrorCode ec;
-    const net::ip::address address = net::ip::make_address(options_.host, ec);
-    if (ec) return Status::InvalidArgument("http: bad host " + options_.host);
-    const tcp::endpoint endpoint(address, options_.port);
+    tcp::endpoint endpoint(net::ip::make_address(options_.host, ec), options_.port);
+    if (ec) {  // a host name: its first address
+      tcp::resolver resolver(loops_[0]->context);
+      const auto found = resolver.resolve(options_.host, std::to_string(options_.port), ec);
+      if (ec || found.empty()) return Status::InvalidArgument("http: bad host " + options_.host);
+      endpoint = found.begin()->endpoint();
+    }
     acceptor_->open(endpoint.protocol(), ec);
     if (!ec) acceptor_->set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_->bind(endpoint, ec);
