@@ -11,9 +11,10 @@
 # HTTP stack costs beyond the answer itself (the mean server time per query).
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 10 4 (env FILL_PROMPTS=8200, STREAM_BPS=200000, STREAM_EPB=50 events per
-#   batch; PUB_NICE=19; OUT_SUFFIX names the result; SAMPLES_DIR=DIR keeps each phase's
-#   per-request due time and latency as DIR/{baseline,floor-idle,loaded,floor-loaded}.tsv). Raw results:
+#   defaults: build 5000 10 4 (env HTTP_THREADS=2 the server's --http-threads; FILL_PROMPTS=8200,
+#   STREAM_BPS=200000, STREAM_EPB=50 events per batch; PUB_NICE=19; OUT_SUFFIX names the result;
+#   SAMPLES_DIR=DIR keeps each phase's per-request due time and latency as
+#   DIR/{baseline,floor-idle,loaded,floor-loaded}.tsv). Raw results:
 #   bench/results/http-<short commit><OUT_SUFFIX>.json.
 #
 # The streaming publish-fake stands in for the engines, which run on other machines: it runs at
@@ -47,7 +48,7 @@ STREAM_EPB=${STREAM_EPB:-50}         # one-block events per batch (500: 400 batc
 "$KVINDEX" subscribe \
   --source "fill=vllm@tcp://127.0.0.1:$fill_port,model=fake-model,block-size=16" \
   --source "stream=vllm@tcp://127.0.0.1:$stream_port,model=stream-model,block-size=16" \
-  --http "127.0.0.1:$http_port" --http-threads "$CONNS" --stats-interval 0 \
+  --http "127.0.0.1:$http_port" --http-threads "${HTTP_THREADS:-2}" --stats-interval 0 \
   >"$tmp/sub.out" 2>"$tmp/sub.err" &
 sub=$!
 pids+=("$sub")
@@ -166,7 +167,8 @@ cpu = {"no_ingest": cpu_us_per_request("baseline", base),
        "floor_no_ingest": cpu_us_per_request("floor-idle", floor_idle),
        "loaded_with_ingest": cpu_us_per_request("loaded", loaded),
        "floor_loaded": cpu_us_per_request("floor-loaded", floor_loaded)}
-result = {"commit": commit, "presences": presences, "baseline": base, "loaded": loaded,
+result = {"commit": commit, "http_threads": int(os.environ.get("HTTP_THREADS", "2")),
+          "presences": presences, "baseline": base, "loaded": loaded,
           "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,
           "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
                      "events_per_batch": epb, "publish_fake_nice": pub_nice, "publish_fake": stream},

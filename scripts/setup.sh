@@ -9,6 +9,7 @@ packages=(
   # libraries (never vendored, never downloaded at build time)
   libcli11-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libxxhash-dev nlohmann-json3-dev
   libbenchmark-dev doctest-dev libcpp-httplib-dev libsimdjson-dev prometheus-cpp-dev
+  libboost-dev
   # independent oracles for the tests (Debian's python3, /usr/bin/python3)
   python3 python3-xxhash python3-msgpack python3-zmq
 )

@@ -15,6 +15,7 @@
 #include "kvindex/http/query_server.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/query/query_json.h"
+#include "kvindex/query/query_service.h"
 #include "http_world.h"
 
 namespace kvindex {
@@ -201,8 +202,18 @@ TEST_CASE("Bad requests: status codes and JSON error bodies") {
     CHECK(error.contains("error"));
     CHECK(error["error"].is_string());
   }
-  // Over 16 MiB: 413. (Over the wire cpp-httplib answers before reading the body and closes, so
-  // a client still sending sees a broken pipe; the dispatcher behind it is checked directly.)
+  // Over 16 MiB: 413 with the JSON error body, over the wire (the server answers before reading the
+  // body and drops the rest of it, so the client still sending reads the answer) ...
+  {
+    httplib::Client big("127.0.0.1", f.server->port());
+    auto res = big.Post("/query", std::string(kMaxQueryBodyBytes + 1, ' '), "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 413);
+    CHECK(res->get_header_value("Content-Type") == "application/json");
+    CHECK(res->body == QueryService::TransportErrorBody(413));
+    CHECK(Json::parse(res->body).contains("error"));
+  }
+  // ... and from the dispatcher behind it.
   std::string out, type;
   CHECK(f.server->Handle("POST", "/query", std::string(kMaxQueryBodyBytes + 1, ' '), out, type) ==
         413);

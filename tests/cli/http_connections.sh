@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# `subscribe --http-threads N --http-max-connections M`: a keep-alive connection holds one worker
-# while it is open, so more open connections than --http-threads must still be answered (a fixed
-# pool of N workers left connection N+1 waiting for as long as the first N stayed busy), and at
-# --http-max-connections a further connection waits until one closes; /metrics counts the workers
-# and the connections they serve.
+# `subscribe --http-threads N --http-max-connections M`: N I/O threads serve every open connection,
+# so more open keep-alive connections than threads are all answered while they stay open, and at
+# --http-max-connections a further connection waits until one closes; /metrics counts the threads
+# and the open connections.
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 PIDS=()
@@ -61,8 +60,8 @@ def answered_within(c, seconds):
     assert r.status == 200 and json.loads(text) == want, (r.status, text)
     return True
 
-# Five open keep-alive connections against 2 kept workers: each is answered at once, while every
-# earlier connection stays open and keeps asking (so none of them goes idle and frees a worker).
+# Five open keep-alive connections on 2 I/O threads: each is answered at once, while every earlier
+# connection stays open and keeps asking.
 conns = []
 for n in range(5):
     c = connect()
@@ -70,17 +69,17 @@ for n in range(5):
         ask(earlier)
     assert answered_within(c, 10), "connection %d of 5 was not answered while the others stayed open" % (n + 1)
     conns.append(c)
-# /metrics (asked on one of the five: a new connection would wait) counts them: 2 kept workers
-# plus one for each connection beyond them.
+# /metrics (asked on one of the five: a new connection would wait) counts the 2 threads and the
+# five connections.
 conns[0].request("GET", "/metrics")
 r = conns[0].getresponse()
 text = r.read().decode()
 assert r.status == 200, r.status
 gauges = {l.split()[0]: float(l.split()[1]) for l in text.splitlines()
           if l.split()[0] in ("kvindex_http_workers", "kvindex_http_connections")}
-assert gauges == {"kvindex_http_workers": 5.0, "kvindex_http_connections": 5.0}, gauges
+assert gauges == {"kvindex_http_workers": 2.0, "kvindex_http_connections": 5.0}, gauges
 # A sixth is over --http-max-connections 5: it waits while the five stay open (each asked again
-# first, so that none nears the server's 2 s keep-alive timeout, which would free its worker) ...
+# first, so that none nears the server's 2 s keep-alive timeout, which would close it) ...
 for c in conns:
     ask(c)
 sixth = connect()

@@ -45,7 +45,7 @@ def main():
             ("libindex/src/sim/simulator.cpp", '#include "kvindex/http/query_server.h"',
              "layer sim may not include"),
             ("libindex/src/sim/simulator.cpp", "#include <zmq.hpp>", "belongs to layer zmq"),
-            ("libindex/src/codec/framing.cpp", "#include <httplib.h>", "belongs to layer http"),
+            ("libindex/src/codec/framing.cpp", "#include <boost/beast/http.hpp>", "belongs to layer http"),
             ("libindex/include/kvindex/codec/event_codec.h", "#include <msgpack.hpp>",
              "in a public header"),
             ("libindex/src/query/query_json.cpp", '#include "../../../tools/kvindex/report.h"',

@@ -133,12 +133,12 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
                   "conductor does")
       ->check(CLI::IsMember({"conductor"}));
   cmd->add_option("--http-threads", options.threads,
-                  "HTTP worker threads kept running (default 4); a worker is started for each "
-                  "further open connection, up to --http-max-connections")
+                  "HTTP I/O threads (default 2); each reads, answers and writes its share of "
+                  "the open connections")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--http-max-connections", options.max_connections,
-                  "HTTP connections served at once, one worker thread each (default 1024); more "
-                  "wait for a free worker")
+                  "HTTP connections open at once (default 1024); a further one waits until one "
+                  "closes")
       ->check(CLI::Range(1, 65536));
 }
 

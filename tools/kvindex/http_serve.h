@@ -22,7 +22,7 @@ struct HttpCliOptions {
   std::string address;  // --http (empty value: the default address)
   bool given = false;
   std::string compat;   // --compat: "" or "conductor"
-  size_t threads = 4;   // --http-threads
+  size_t threads = 2;   // --http-threads
   size_t max_connections = 1024;  // --http-max-connections
 };
 

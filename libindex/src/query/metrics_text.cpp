@@ -109,10 +109,10 @@ class ServingCollector final : public prometheus::Collectable {
     out.push_back(std::move(reasons));
     out.push_back(GaugeFamily(
         "kvindex_http_workers",
-        "HTTP worker threads running (--http-threads, plus one per connection beyond them).",
+        "HTTP I/O threads running (--http-threads).",
         static_cast<double>(gauges_.workers.load(std::memory_order_relaxed))));
     out.push_back(
-        GaugeFamily("kvindex_http_connections", "HTTP connections being served (one worker each).",
+        GaugeFamily("kvindex_http_connections", "HTTP connections open.",
                     static_cast<double>(gauges_.connections.load(std::memory_order_relaxed))));
     out.push_back(LatencyFamily());
     return out;

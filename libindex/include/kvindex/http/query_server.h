@@ -3,8 +3,9 @@
 // connection threads and hands every request to the service; what each endpoint answers is the
 // service's. docs/http-api.md is the reference.
 //
-// Concurrency: requests run on the server's worker threads, each calling QueryService::Handle()
-// (safe at once); Start(), Stop() and the destructor belong to one owning thread.
+// Concurrency: requests run on the server's I/O threads (transport.h), each calling
+// QueryService::Handle() (safe at once); Start(), Stop() and the destructor belong to one owning
+// thread.
 //
 // This header names no type of the HTTP library.
 #ifndef KVINDEX_HTTP_QUERY_SERVER_H_
@@ -24,9 +25,8 @@ namespace kvindex {
 struct QueryServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
-  size_t threads = 4;     // worker threads kept running
-  // Connections served at once: a keep-alive connection holds one worker thread while it is open,
-  // so a worker is started per connection beyond `threads`, up to this many (more wait).
+  size_t threads = 2;     // I/O threads; each serves its share of the open connections
+  // Connections open at once; a further one waits to be accepted until one closes.
   size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
   bool conductor_compat = false;

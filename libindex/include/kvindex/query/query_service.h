@@ -18,6 +18,7 @@
 #ifndef KVINDEX_QUERY_QUERY_SERVICE_H_
 #define KVINDEX_QUERY_QUERY_SERVICE_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,11 @@ struct ServiceAnswer {
   std::string body;
   // "application/json", or the Prometheus text type for /metrics: a static string.
   std::string_view content_type;
+  // When set, the answer's body is produced piece by piece and `body` is ignored: the transport
+  // calls `stream` once with a `write` function, which sends one chunk (chunked transfer encoding)
+  // and returns false once the client has gone away; `stream` returns false to cut the answer
+  // short (the connection is then closed). For answers too large to hold whole.
+  std::function<bool(const std::function<bool(std::string_view chunk)>& write)> stream;
 };
 
 class QueryService {

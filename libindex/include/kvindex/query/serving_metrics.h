@@ -24,8 +24,8 @@ namespace kvindex {
 
 // What /metrics shows of the transport's connection workers.
 struct ConnectionGauges {
-  std::atomic<uint64_t> workers{0};      // threads running
-  std::atomic<uint64_t> connections{0};  // connections being served (busy workers)
+  std::atomic<uint64_t> workers{0};      // the transport's I/O threads running
+  std::atomic<uint64_t> connections{0};  // connections open
 };
 
 // Query latency histogram bounds (seconds).
