@@ -2,6 +2,7 @@
 // apply path's event handling. Every index the caller passes is checked, so a damaged state fails
 // cleanly instead of corrupting the index.
 #include <algorithm>
+#include <bit>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@ struct IndexLoader::Impl {
   std::vector<uint32_t> scope_map;
   std::vector<uint32_t> tier_map;    // state tier bit -> index tier bit
   std::vector<uint32_t> positions;   // block position -> record
+  std::vector<std::pair<uint16_t, uint16_t>> run;  // the current run's (holder, tiers), mapped
   bool in_blocks = false;
   uint64_t expected = 0;
 };
@@ -120,40 +122,78 @@ Status IndexLoader::BeginBlocks(uint64_t count) {
   return Status::Ok();
 }
 
-Status IndexLoader::AddBlock(const StateBlock& block) {
+Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
+                           std::span<const StatePresence> presences,
+                           std::span<const uint64_t> hashes, std::span<const uint64_t> engines) {
   Impl& l = *impl_;
   PrefixIndex::Impl& im = l.im;
   if (!l.in_blocks) return Bad("block before the blocks");
-  if (l.positions.size() >= l.expected) return Bad("more blocks than declared");
-  if (block.scope >= l.scope_map.size()) return Bad("block of unknown scope");
-  if (block.ns > im.instances.size()) return Bad("block of unknown key space");
-  if (block.presences.empty()) return Bad("block without presence");
-  const uint32_t scope = l.scope_map[block.scope];
-  im.GrowOutside(im.table);
-  im.WLock();
-  const uint64_t h = KeyHash(block.hash, scope, block.ns);
-  const uint32_t tag = static_cast<uint32_t>(h >> 32);
-  const auto [pos, found] = im.table.FindOrSlot(h, [&](const BlockSlot& s) {
-    if (s.tag != tag) return false;
-    const Block& b = im.block(s.idx);
-    return b.hash == block.hash && b.scope == scope && b.ns == block.ns;
-  });
-  if (found) return Bad("duplicate block");
-  const uint32_t idx = im.AllocBlock(block.hash, scope, block.ns, h, pos);
-  l.positions.push_back(idx);
-  for (const StatePresence& p : block.presences) {
+  if (hashes.size() > l.expected - l.positions.size()) return Bad("more blocks than declared");
+  if (state_scope >= l.scope_map.size()) return Bad("block of unknown scope");
+  if (ns > im.instances.size()) return Bad("block of unknown key space");
+  if (presences.empty()) return Bad("block without presence");
+  if (!engines.empty() && (engines.size() != hashes.size() || presences.size() != 1)) {
+    return Bad("engine hashes with a block of several holders");
+  }
+  // The presences, checked once for the run: holders mapped, tier bits mapped, no duplicate.
+  l.run.clear();
+  for (const StatePresence& p : presences) {
     if (p.holder >= l.holder_map.size()) return Bad("presence of unknown holder");
     if (p.tiers == 0) return Bad("presence without tier");
+    const uint16_t h = l.holder_map[p.holder];
+    for (const auto& [other, unused] : l.run) {
+      if (other == h) return Bad("duplicate presence");
+    }
     for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-      const uint32_t bit = static_cast<uint32_t>(std::countr_zero(m));
-      if (bit >= l.tier_map.size()) return Bad("presence in unknown tier");
-      if (!im.AddPresence(idx, l.holder_map[p.holder], l.tier_map[bit])) {
-        return Bad("duplicate presence");
+      if (static_cast<uint32_t>(std::countr_zero(m)) >= l.tier_map.size()) {
+        return Bad("presence in unknown tier");
       }
     }
+    uint16_t tiers = 0;
+    for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+      tiers |= static_cast<uint16_t>(1u << l.tier_map[static_cast<uint32_t>(std::countr_zero(m))]);
+    }
+    l.run.emplace_back(h, tiers);
   }
-  im.Tick();
+  const uint32_t scope = l.scope_map[state_scope];
+  Instance* engine_inst = engines.empty() ? nullptr : im.instances[im.holders[l.run[0].first].inst].get();
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if (im.table.NeedsGrow()) im.GrowOutside(im.table);
+    if (engine_inst != nullptr && engine_inst->engine.NeedsGrow()) im.GrowOutside(engine_inst->engine);
+    im.WLock();
+    if (i + kAhead < hashes.size()) {
+      im.table.Prefetch(KeyHash(hashes[i + kAhead], scope, ns));
+      if (engine_inst != nullptr) engine_inst->engine.Prefetch(EngineMix(engines[i + kAhead]));
+    }
+    const uint64_t hash = hashes[i];
+    const uint64_t h = KeyHash(hash, scope, ns);
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
+    const auto [pos, found] = im.table.FindOrSlot(h, [&](const BlockSlot& s) {
+      if (s.tag != tag) return false;
+      const Block& b = im.block(s.idx);
+      return b.hash == hash && b.scope == scope && b.ns == ns;
+    });
+    if (found) return Bad("duplicate block");
+    const uint32_t idx = im.AllocBlock(hash, scope, ns, h, pos);
+    l.positions.push_back(idx);
+    for (const auto& [holder, tiers] : l.run) {
+      for (uint16_t m = tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        im.AddPresence(idx, holder, static_cast<uint32_t>(std::countr_zero(m)));
+      }
+    }
+    if (engine_inst != nullptr) im.EngineSet(*engine_inst, engines[i], EngineMix(engines[i]), idx);
+    im.Tick();
+  }
   return Status::Ok();
+}
+
+void IndexLoader::ReserveEngine(uint32_t instance, uint64_t count) {
+  PrefixIndex::Impl& im = impl_->im;
+  if (instance >= im.instances.size()) return;
+  im.WLock();
+  Instance& inst = *im.instances[instance];
+  inst.engine.Reserve(inst.engine.size() + std::min(count, kMaxReserve));
 }
 
 Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) {

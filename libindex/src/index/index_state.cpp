@@ -27,9 +27,20 @@ struct IndexState::Copy {
   std::vector<std::vector<EngineSlot>> engine;  // per instance
   std::vector<uint32_t> position;               // record -> block position (kNone: free)
   std::vector<uint32_t> record;                 // block position -> record
+  std::vector<uint32_t> holder_inst;            // holder -> its instance
+  std::vector<uint64_t> inline_engine;          // by position (has_inline)
+  std::vector<bool> has_inline;
 
   const Block& block(uint32_t idx) const {
     return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
+  }
+  // The first presence of record `idx` (count > 0).
+  const Presence& first_presence(uint32_t idx) const {
+    const Block& b = block(idx);
+    if (b.inline_store()) return b.store.inl[0];
+    const auto it = std::lower_bound(heap_at.begin(), heap_at.end(),
+                                     std::make_pair(idx, uint32_t{0}));
+    return overflow[it->second];
   }
 };
 
@@ -57,6 +68,9 @@ void IndexState::ForEachBlock(const std::function<void(const StateBlock&)>& f) c
     sb.scope = b.scope;
     sb.ns = b.ns;
     sb.presences = held;
+    const uint32_t pos = c.position[idx];
+    sb.engine.reset();
+    if (c.has_inline[pos]) sb.engine = c.inline_engine[pos];
     f(sb);
   }
 }
@@ -84,6 +98,10 @@ IndexState PrefixIndex::CopyState() const {
   {
     std::shared_lock<RwLock> guard(im.lock);
     want = im.chunks.size() + 1;
+    c.engine.resize(im.instances.size());
+    for (size_t ii = 0; ii < im.instances.size(); ++ii) {
+      c.engine[ii].resize(im.instances[ii]->engine.slots().size());  // faulted in now
+    }
   }
   auto fresh_chunk = [] { return std::unique_ptr<Block[]>(new Block[kChunkSize]); };
   while (c.chunks.size() < want) c.chunks.push_back(fresh_chunk());
@@ -93,22 +111,29 @@ IndexState PrefixIndex::CopyState() const {
     while (c.chunks.size() < im.chunks.size()) c.chunks.push_back(fresh_chunk());
     c.chunks.resize(im.chunks.size());
     c.allocated = im.allocated;
+    // Chunk by chunk, so that the heap presence arrays are found in the copy while it is cached.
     for (size_t i = 0; i < im.chunks.size(); ++i) {
       const size_t used = std::min<size_t>(kChunkSize, im.allocated - i * size_t{kChunkSize});
+      const Block* copy = c.chunks[i].get();
       std::memcpy(static_cast<void*>(c.chunks[i].get()), im.chunks[i].get(),
                   used * sizeof(Block));
-    }
-    for (uint32_t idx = 0; idx < im.allocated; ++idx) {
-      const Block& b = im.block(idx);
-      if (b.count == 0 || b.inline_store()) continue;
-      c.heap_at.emplace_back(idx, static_cast<uint32_t>(c.overflow.size()));
-      c.overflow.insert(c.overflow.end(), b.store.heap, b.store.heap + b.count);
+      for (size_t j = 0; j < used; ++j) {
+        const Block& b = copy[j];
+        if (b.count == 0 || b.inline_store()) continue;
+        c.heap_at.emplace_back(static_cast<uint32_t>(i * kChunkSize + j),
+                               static_cast<uint32_t>(c.overflow.size()));
+        c.overflow.insert(c.overflow.end(), b.store.heap, b.store.heap + b.count);
+      }
     }
     c.engine.resize(im.instances.size());
     for (size_t ii = 0; ii < im.instances.size(); ++ii) {
       const Instance& inst = *im.instances[ii];
-      c.engine[ii].reserve(inst.engine.size());
-      inst.engine.ForEach([&](const EngineSlot& s) { c.engine[ii].push_back(s); });
+      const auto& slots = inst.engine.slots();
+      c.engine[ii].resize(slots.size());
+      if (!slots.empty()) {
+        std::memcpy(static_cast<void*>(c.engine[ii].data()), slots.data(),
+                    slots.size() * sizeof(EngineSlot));
+      }
       StateInstance si;
       si.name = inst.name;
       si.listed = inst.listed;
@@ -135,6 +160,7 @@ IndexState PrefixIndex::CopyState() const {
     }
     for (const Source& s : im.sources) state.sources.push_back(s.config);
     for (const Holder& h : im.holders) {
+      c.holder_inst.push_back(h.inst);
       state.holders.push_back(
           {h.source, h.has_rank ? std::optional<DpRank>(h.rank) : std::nullopt});
     }
@@ -156,16 +182,36 @@ IndexState PrefixIndex::CopyState() const {
     c.position[idx] = next++;
     c.record.push_back(idx);
   }
-  for (auto& slots : c.engine) {
+  c.inline_engine.assign(next, 0);
+  c.has_inline.assign(next, false);
+  for (uint32_t ii = 0; ii < c.engine.size(); ++ii) {
+    auto& slots = c.engine[ii];
     size_t kept = 0;
     for (const EngineSlot& s : slots) {
+      if (s.block == kNone) continue;  // an empty slot
       const uint32_t pos = s.block < c.allocated ? c.position[s.block] : kNone;
       if (pos != kNone) slots[kept++] = {s.lo, s.hi, pos};
     }
     slots.resize(kept);
+    state.engine_entries += kept;
     std::sort(slots.begin(), slots.end(), [](const EngineSlot& a, const EngineSlot& b) {
       return a.block != b.block ? a.block < b.block : a.key() < b.key();
     });
+    // An instance's only entry for a block held by it alone travels with the block.
+    kept = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const uint32_t pos = slots[i].block;
+      const bool alone = (i == 0 || slots[i - 1].block != pos) &&
+                         (i + 1 == slots.size() || slots[i + 1].block != pos);
+      const Block& b = c.block(c.record[pos]);
+      if (alone && b.count == 1 && c.holder_inst[c.first_presence(c.record[pos]).holder] == ii) {
+        c.inline_engine[pos] = slots[i].key();
+        c.has_inline[pos] = true;
+      } else {
+        slots[kept++] = slots[i];
+      }
+    }
+    slots.resize(kept);
   }
   for (StateInstance& si : state.instances) {
     for (StateObject& so : si.objects) {

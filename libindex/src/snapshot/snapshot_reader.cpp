@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -41,6 +42,9 @@ struct SnapshotReader::Impl {
   std::vector<StateInstance> inst;  // headers (name, listed, ...) per instance
   std::vector<bool> inst_seen;
   std::vector<StatePresence> presences;
+  std::vector<uint64_t> hashes;
+  std::vector<uint64_t> engines;
+  std::vector<bool> engine_reserved;
 
   Status Fail(uint64_t at, const std::string& what) {
     failed = Status::Corrupt(name + ": byte " + std::to_string(at) + ": " + what);
@@ -113,42 +117,58 @@ Status SnapshotReader::Impl::SourceFrame(Cursor& c) {
 
 Status SnapshotReader::Impl::BlocksFrame(Cursor& c) {
   bool have_key = false;
-  StateBlock b;
+  uint32_t scope = 0;
+  uint32_t ns = 0;
   while (!c.done()) {
     const uint64_t head = c.Varint();
-    const uint64_t count = head >> 1;
+    const uint64_t n = head >> 2;
+    const bool with_engine = (head & 2) != 0;
     if (head & 1) {
-      KVINDEX_SNAP_CHECK(have_key, "block repeats a key space the frame has not given");
-    } else {
-      const uint64_t scope = c.Varint();
-      const uint64_t ns = c.Varint();
-      KVINDEX_SNAP_CHECK(scope < UINT32_MAX && ns < UINT32_MAX, "block scope out of range");
-      b.scope = static_cast<uint32_t>(scope);
-      b.ns = static_cast<uint32_t>(ns);
+      const uint64_t s = c.Varint();
+      const uint64_t k = c.Varint();
+      KVINDEX_SNAP_CHECK(s < UINT32_MAX && k < UINT32_MAX, "block scope out of range");
+      scope = static_cast<uint32_t>(s);
+      ns = static_cast<uint32_t>(k);
       have_key = true;
     }
-    b.hash = c.U64();
-    KVINDEX_SNAP_CHECK(count > 0 && count <= 0xFFFF, "block presence count out of range");
+    KVINDEX_SNAP_CHECK(have_key, "a run repeats a key space the frame has not given");
+    const uint64_t count = c.Varint();
+    KVINDEX_SNAP_CHECK(!c.bad() && n > 0 && n <= kMaxFramePayload / 8, "run length out of range");
+    KVINDEX_SNAP_CHECK(count > 0 && count <= 0xFFFF, "presence count out of range");
     presences.resize(count);
+    uint64_t per_block = 0;
     for (uint64_t i = 0; i < count; ++i) {
       const uint64_t holder = c.Varint();
       const uint64_t tiers = c.Varint();
       KVINDEX_SNAP_CHECK(holder < 0xFFFF && tiers <= 0xFFFF, "presence out of range");
       presences[i] = {static_cast<uint16_t>(holder), static_cast<uint16_t>(tiers)};
-      got_presences += static_cast<uint64_t>(__builtin_popcount(static_cast<unsigned>(tiers)));
+      per_block += static_cast<uint64_t>(std::popcount(static_cast<unsigned>(tiers)));
     }
-    KVINDEX_SNAP_CHECK(!c.bad(), "malformed block");
-    b.presences = presences;
-    if (Status st = loader->AddBlock(b); !st.ok()) return st;
-    ++got_blocks;
+    hashes.clear();
+    engines.clear();
+    for (uint64_t i = 0; i < n && !c.bad(); ++i) {
+      hashes.push_back(c.U64());
+      if (with_engine) engines.push_back(c.U64());
+    }
+    KVINDEX_SNAP_CHECK(!c.bad(), "malformed block run");
+    if (Status st = loader->AddRun(scope, ns, presences, hashes, engines); !st.ok()) return st;
+    got_blocks += n;
+    got_presences += n * per_block;
+    got_engine += engines.size();
   }
   return Status::Ok();
 }
 
 Status SnapshotReader::Impl::EngineFrame(Cursor& c) {
   const uint64_t ii = c.Varint();
+  const uint64_t total = c.Varint();
   uint64_t block = c.Varint();
-  KVINDEX_SNAP_CHECK(!c.bad() && ii < UINT32_MAX, "malformed engine frame");
+  KVINDEX_SNAP_CHECK(!c.bad() && ii < loader->instance_count(), "malformed engine frame");
+  if (engine_reserved.size() <= ii) engine_reserved.resize(loader->instance_count());
+  if (!engine_reserved[ii]) {
+    engine_reserved[ii] = true;
+    loader->ReserveEngine(static_cast<uint32_t>(ii), std::min(total, n_engine));
+  }
   while (!c.done()) {
     const uint64_t head = c.Varint();
     block += head >> 1;

@@ -2,7 +2,9 @@
 // kFrameTarget bytes and handed to the sink with its checksum.
 #include <xxhash.h>
 
+#include <span>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "kvindex/codec/source_spec.h"
@@ -119,6 +121,79 @@ void WriteInstances(const IndexState& state, FrameWriter& w) {
   }
 }
 
+// Blocks go in runs of consecutive blocks that share scope, key space and presences (a prompt's
+// blocks stored by one instance): (count << 2 | engine hashes follow << 1 | key space follows),
+// [scope, ns], the presences (count, then holder and tiers each), then each block's key and,
+// with the flag, its engine hash (StateBlock::engine). A frame's first run gives its key space.
+class RunWriter {
+ public:
+  explicit RunWriter(FrameWriter& w) : w_(w) {}
+  void Add(const StateBlock& b) {
+    const bool engine = b.engine.has_value();
+    if (!hashes_.empty() &&
+        (b.scope != scope_ || b.ns != ns_ || engine != engine_ || hashes_.size() >= kMaxRun ||
+         !SamePresences(b.presences))) {
+      Flush();
+    }
+    if (hashes_.empty()) {
+      scope_ = b.scope;
+      ns_ = b.ns;
+      engine_ = engine;
+      presences_.assign(b.presences.begin(), b.presences.end());
+    }
+    hashes_.push_back(b.hash);
+    if (engine) engines_.push_back(*b.engine);
+  }
+  void Flush() {
+    if (hashes_.empty()) return;
+    std::string& p = w_.Open(Kind::kBlocks);
+    const bool new_key = p.empty() || scope_ != frame_scope_ || ns_ != frame_ns_;
+    PutVarint(p, (uint64_t{hashes_.size()} << 2) | (engine_ ? 2 : 0) | (new_key ? 1 : 0));
+    if (new_key) {
+      PutVarint(p, scope_);
+      PutVarint(p, ns_);
+      frame_scope_ = scope_;
+      frame_ns_ = ns_;
+    }
+    PutVarint(p, presences_.size());
+    for (const StatePresence& pr : presences_) {
+      PutVarint(p, pr.holder);
+      PutVarint(p, pr.tiers);
+    }
+    for (size_t i = 0; i < hashes_.size(); ++i) {
+      PutU64(p, hashes_[i]);
+      if (engine_) PutU64(p, engines_[i]);
+    }
+    hashes_.clear();
+    engines_.clear();
+    w_.MaybeClose();
+  }
+
+ private:
+  static constexpr size_t kMaxRun = 4096;
+  bool SamePresences(std::span<const StatePresence> p) const {
+    if (p.size() != presences_.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p[i].holder != presences_[i].holder || p[i].tiers != presences_[i].tiers) return false;
+    }
+    return true;
+  }
+  FrameWriter& w_;
+  uint32_t scope_ = 0, ns_ = 0;
+  uint32_t frame_scope_ = 0, frame_ns_ = 0;
+  bool engine_ = false;
+  std::vector<StatePresence> presences_;
+  std::vector<uint64_t> hashes_;
+  std::vector<uint64_t> engines_;
+};
+
+void WriteBlocks(const IndexState& state, FrameWriter& w) {
+  RunWriter runs(w);
+  state.ForEachBlock([&](const StateBlock& b) { runs.Add(b); });
+  runs.Flush();
+  w.Close();
+}
+
 }  // namespace
 
 Result<uint64_t> WriteSnapshot(const IndexState& state, std::span<const SourceSeqState> seq,
@@ -128,10 +203,7 @@ Result<uint64_t> WriteSnapshot(const IndexState& state, std::span<const SourceSe
   }
   FrameWriter w(sink);
   if (!w.Header()) return Status::Unavailable("snapshot: the output went away");
-  uint64_t engine_entries = 0;
-  for (size_t ii = 0; ii < state.instances.size(); ++ii) {
-    engine_entries += state.EngineCount(static_cast<uint32_t>(ii));
-  }
+  const uint64_t engine_entries = state.engine_entries;
   std::string& m = w.Open(Kind::kMeta);
   PutVarint(m, ZigZag(created_ns));
   for (uint64_t n : {uint64_t{state.sources.size()}, uint64_t{state.holders.size()},
@@ -162,39 +234,18 @@ Result<uint64_t> WriteSnapshot(const IndexState& state, std::span<const SourceSe
     w.MaybeClose();
   }
   for (const std::string& t : state.tiers) PutString(w.Open(Kind::kTiers), t);
-  // Blocks: (presences << 1 | same key space as the previous block of the frame), [scope, ns],
-  // the key, then (holder, tiers) per presence.
-  uint32_t last_scope = UINT32_MAX;
-  uint32_t last_ns = UINT32_MAX;
   w.Close();
-  state.ForEachBlock([&](const StateBlock& b) {
-    std::string& p = w.Open(Kind::kBlocks);
-    if (p.empty()) last_scope = UINT32_MAX;
-    const bool same = b.scope == last_scope && b.ns == last_ns;
-    PutVarint(p, (uint64_t{b.presences.size()} << 1) | (same ? 1 : 0));
-    if (!same) {
-      PutVarint(p, b.scope);
-      PutVarint(p, b.ns);
-      last_scope = b.scope;
-      last_ns = b.ns;
-    }
-    PutU64(p, b.hash);
-    for (const StatePresence& pr : b.presences) {
-      PutVarint(p, pr.holder);
-      PutVarint(p, pr.tiers);
-    }
-    w.MaybeClose();
-  });
-  w.Close();
+  WriteBlocks(state, w);
   // Engine entries per instance, by block position: (delta << 1 | engine hash == block key),
-  // [engine hash].
+  // [engine hash]; each frame starts with the instance, its entry count and a base position.
   for (uint32_t ii = 0; ii < state.instances.size(); ++ii) {
     uint32_t prev = 0;
     state.ForEachEngine(ii, [&](const StateEngineEntry& e) {
       std::string& p = w.Open(Kind::kEngine);
       if (p.empty()) {
         PutVarint(p, ii);
-        PutVarint(p, e.block);  // the frame's base position
+        PutVarint(p, state.EngineCount(ii));
+        PutVarint(p, e.block);
         prev = e.block;
       }
       const bool same = state.BlockHashAt(e.block) == e.engine;

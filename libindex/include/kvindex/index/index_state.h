@@ -36,11 +36,14 @@ struct StatePresence {
 
 // A resident block: its key (a prefix hash in key space 0; in key space 1 + i, instance i's
 // engine-hash chain), its scope (an index into IndexState::scopes) and who holds it.
+// `engine`: when the block has one holder and that holder's instance maps exactly one engine
+// hash to it (the common case), that hash; the entry is then not among ForEachEngine()'s.
 struct StateBlock {
   uint64_t hash = 0;
   uint32_t scope = 0;
   uint32_t ns = 0;
   std::span<const StatePresence> presences;
+  std::optional<uint64_t> engine;
 };
 
 struct StateHolder {
@@ -105,8 +108,11 @@ class IndexState {
 
   // Calls f(block) for every resident block, in visit order (positions 0, 1, ...).
   void ForEachBlock(const std::function<void(const StateBlock&)>& f) const;
-  // Engine-map entries of instance `ii` whose block is resident, by ascending block position.
+  // Engine-map entries of instance `ii` whose block is resident, by ascending block position
+  // (those given with their block, StateBlock::engine, excepted).
   uint64_t EngineCount(uint32_t ii) const;
+  // Every resident engine-map entry, those given with their blocks included.
+  uint64_t engine_entries = 0;
   // The key of the block at visit position `pos` (< blocks).
   uint64_t BlockHashAt(uint32_t pos) const;
   void ForEachEngine(uint32_t ii, const std::function<void(const StateEngineEntry&)>& f) const;
@@ -137,7 +143,12 @@ class IndexLoader {
   Status AddTier(const std::string& name);
   // `count`: the blocks that follow (the table is sized once).
   Status BeginBlocks(uint64_t count);
-  Status AddBlock(const StateBlock& block);
+  // A run of blocks sharing scope, key space and presences, with keys `hashes` and, when not
+  // empty, one engine hash each for the instance of their only holder (StateBlock::engine).
+  Status AddRun(uint32_t scope, uint32_t ns, std::span<const StatePresence> presences,
+                std::span<const uint64_t> hashes, std::span<const uint64_t> engines);
+  // `count`: the entries of `instance` that follow (its map is sized once; a hint).
+  void ReserveEngine(uint32_t instance, uint64_t count);
   Status AddEngine(uint32_t instance, const StateEngineEntry& entry);
   // The details of instance `ii` (its name must be the one AddSource() made it).
   Status SetInstance(uint32_t ii, const StateInstance& instance);
