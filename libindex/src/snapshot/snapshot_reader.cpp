@@ -46,7 +46,12 @@ struct SnapshotReader::Impl {
   std::vector<uint64_t> engines;
   std::vector<bool> engine_reserved;
 
-  Status Fail(uint64_t at, const std::string& what) {
+  // What a damaged file names (a tier, a source) is quoted with its bytes outside printable
+  // ASCII as '?', so the message stays one line.
+  Status Fail(uint64_t at, std::string what) {
+    for (char& ch : what) {
+      if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+    }
     failed = Status::Corrupt(name + ": byte " + std::to_string(at) + ": " + what);
     return failed;
   }
