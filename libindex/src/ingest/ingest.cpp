@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "kvindex/codec/event_codec.h"
+#include "kvindex/core/clock.h"
 
 namespace kvindex {
 namespace {
@@ -60,6 +61,11 @@ struct Ingestor::Source {
   FormatHint hint = FormatHint::kAuto;
   SourceSequencer<std::unique_ptr<Pending>> sequencer;
   SourceCounters counters;
+  // Sequence state beyond the sequencer's (sequence_state()).
+  bool exact = true;
+  uint64_t seeded_lost = 0;
+  std::optional<int64_t> last_loss_ns;
+  int64_t last_recv_ns = 0;
   explicit Source(SequencerOptions options) : sequencer(options) {}
 };
 
@@ -84,6 +90,9 @@ struct Ingestor::SinkAdapter {
   }
   void ApplyToIndex(uint64_t seq, const Pending& pending) {
     if (self.index_ == nullptr) return;
+    for (const Event& e : pending.batch.events) {
+      if (const auto* c = std::get_if<AllCleared>(&e); c != nullptr && !c->tier) source.exact = true;
+    }
     auto result = self.index_->Apply(source.index_id, pending.batch);
     if (!result.ok()) return;
     source.counters.index += *result;
@@ -92,6 +101,7 @@ struct Ingestor::SinkAdapter {
     }
   }
   void Clear() {
+    source.exact = true;
     if (self.index_ != nullptr) {
       auto result = self.index_->ClearSource(source.index_id);
       if (result.ok()) source.counters.index += *result;
@@ -101,6 +111,8 @@ struct Ingestor::SinkAdapter {
     if (self.observer_ != nullptr) self.observer_->OnReplayRequest(source.id, from);
   }
   void Lost(uint64_t first, uint64_t count) {
+    source.exact = false;
+    source.last_loss_ns = source.last_recv_ns != 0 ? source.last_recv_ns : RealtimeNs();
     if (self.observer_ != nullptr) self.observer_->OnLost(source.id, first, count);
   }
 };
@@ -134,6 +146,7 @@ const Ingestor::Source& Ingestor::At(SourceId source) const {
 void Ingestor::Feed(Source& source, uint64_t seq, std::span<const std::byte> payload,
                     int64_t recv_ns, bool replayed) {
   SinkAdapter sink{*this, source};
+  source.last_recv_ns = recv_ns;
   const SequencerCounters before = source.sequencer.counters();
   const std::optional<uint64_t> previous = source.sequencer.watermark();
   std::optional<std::unique_ptr<Pending>> pending;
@@ -277,6 +290,26 @@ bool Ingestor::replay_outstanding(SourceId source) const {
   return At(source).sequencer.replay_outstanding();
 }
 bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+SourceSeqState Ingestor::sequence_state(SourceId id) const {
+  const Source& source = At(id);
+  SourceSeqState s;
+  s.watermark = source.sequencer.watermark();
+  s.publisher = source.config.endpoint;
+  s.exact = source.exact;
+  s.lost = source.seeded_lost + source.counters.sequence.lost;
+  s.last_loss_ns = source.last_loss_ns;
+  return s;
+}
+
+void Ingestor::SeedSequence(SourceId id, const SourceSeqState& state) {
+  Source& source = At(id);
+  if (state.publisher != source.config.endpoint || source.sequencer.initialized()) return;
+  if (state.watermark) source.sequencer.Seed(*state.watermark);
+  source.exact = state.exact;
+  source.seeded_lost = state.lost;
+  source.last_loss_ns = state.last_loss_ns;
+}
+
 size_t Ingestor::held(SourceId source) const { return At(source).sequencer.held(); }
 const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
 const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }

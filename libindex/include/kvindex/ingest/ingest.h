@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,6 +29,16 @@
 #include "kvindex/ingest/sequencer.h"
 
 namespace kvindex {
+
+// A source's sequence state as a snapshot keeps it.
+struct SourceSeqState {
+  std::optional<uint64_t> watermark;  // the last applied sequence (none: nothing applied yet)
+  std::string publisher;              // the publisher's identity (its endpoint as subscribed)
+  bool exact = true;                  // no batch lost since the source's last clear or restart
+  uint64_t lost = 0;                  // batches lost, cumulative
+  std::optional<int64_t> last_loss_ns;  // realtime of the last loss
+  friend bool operator==(const SourceSeqState&, const SourceSeqState&) = default;
+};
 
 // Everything counted per source.
 struct SourceCounters {
@@ -98,6 +109,14 @@ class Ingestor {
   // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
   // first batch. Offline: a capture's `orphan-replay` note (docs/capture-format.md).
   bool StartOrphanReplay(SourceId source);
+
+  // The source's sequence state (kept in snapshots, docs/snapshot-format.md): watermark, the
+  // publisher as subscribed, whether no batch was lost since its last clear or restart, the lost
+  // count (including what was seeded) and when the last loss happened.
+  SourceSeqState sequence_state(SourceId source) const;
+  // Continues from a state kept by an earlier run, before the source's first message
+  // (SourceSequencer::Seed()). A state of another publisher (endpoint) seeds nothing.
+  void SeedSequence(SourceId source, const SourceSeqState& state);
 
   bool replay_outstanding(SourceId source) const;
   bool waiting(SourceId source) const;

@@ -21,20 +21,11 @@
 #include "kvindex/core/status.h"
 #include "kvindex/index/index_state.h"
 #include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/ingest.h"
 
 namespace kvindex {
 
 inline constexpr uint32_t kSnapshotVersion = 1;
-
-// What a source's sequence handling knew when the snapshot was taken.
-struct SourceSeqState {
-  std::optional<uint64_t> watermark;  // the last applied sequence (none: nothing applied yet)
-  std::string publisher;              // the publisher's identity (its endpoint as subscribed)
-  bool exact = true;                  // no batch lost since the source's last clear or restart
-  uint64_t lost = 0;                  // batches lost, cumulative
-  std::optional<int64_t> last_loss_ns;  // realtime of the last loss
-  friend bool operator==(const SourceSeqState&, const SourceSeqState&) = default;
-};
 
 // A snapshot's summary (its meta frame and what was read).
 struct SnapshotInfo {

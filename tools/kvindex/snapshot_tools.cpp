@@ -1,0 +1,100 @@
+// Snapshot summaries and loading for the tool (snapshot_tools.h).
+#include "snapshot_tools.h"
+
+#include <string>
+#include <utility>
+
+#include "kvindex/core/clock.h"
+#include "kvindex/index/index_state.h"
+
+#include "report.h"
+
+namespace kvindex::cli {
+
+Result<LoadedSnapshot> LoadedSnapshot::Load(const std::string& path, IndexOptions options) {
+  LoadedSnapshot out;
+  out.index = std::make_unique<PrefixIndex>(options);
+  KVINDEX_ASSIGN_OR_RETURN(out.info, ReadSnapshotFile(path, out.index.get()));
+  return out;
+}
+
+nlohmann::json SnapshotSummaryJson(const LoadedSnapshot& loaded) {
+  using nlohmann::json;
+  const IndexStats stats = loaded.index->stats();
+  json tiers = json::array();
+  for (const InstanceStats& instance : stats.instances) {
+    for (const TierPresences& tier : instance.tiers) {
+      tiers.push_back(
+          {{"instance", instance.instance}, {"tier", tier.tier}, {"resident", tier.presences}});
+    }
+  }
+  json sources = json::array();
+  for (size_t i = 0; i < loaded.info.sources.size(); ++i) {
+    const SourceSeqState& s = loaded.info.seq[i];
+    json row = {{"source", SourceDisplayName(loaded.info.sources[i])},
+                {"instance", loaded.info.sources[i].name},
+                {"endpoint", loaded.info.sources[i].endpoint},
+                {"publisher", s.publisher},
+                {"exact", s.exact},
+                {"lost", s.lost}};
+    row["watermark"] = s.watermark ? json(*s.watermark) : json(nullptr);
+    row["last_loss_ns"] = s.last_loss_ns ? json(*s.last_loss_ns) : json(nullptr);
+    sources.push_back(std::move(row));
+  }
+  return {{"snapshot_version", loaded.info.version},
+          {"created_ns", loaded.info.created_ns},
+          {"bytes", loaded.info.bytes},
+          {"blocks", stats.blocks},
+          {"presences", stats.presences},
+          {"engine_hashes", stats.engine_hashes},
+          {"scopes", stats.scopes},
+          {"orphans", stats.orphans},
+          {"unmapped", stats.unmapped},
+          {"tiers", tiers},
+          {"sources", sources}};
+}
+
+std::string RenderSnapshotSummary(const LoadedSnapshot& loaded) {
+  const nlohmann::json summary = SnapshotSummaryJson(loaded);
+  std::string out;
+  TextTable tiers({"instance", "tier", "resident"});
+  for (const auto& row : summary["tiers"]) {
+    tiers.AddRow({row["instance"].get<std::string>(), row["tier"].get<std::string>(),
+                  FormatCount(row["resident"].get<uint64_t>())});
+  }
+  out += tiers.Render() + "\n";
+  TextTable sources({"source", "watermark", "exact", "lost", "publisher"});
+  for (const auto& row : summary["sources"]) {
+    const auto& w = row["watermark"];
+    sources.AddRow({row["source"].get<std::string>(),
+                    w.is_null() ? std::string("-") : std::to_string(w.get<uint64_t>()),
+                    row["exact"].get<bool>() ? "yes" : "no", FormatCount(row["lost"].get<uint64_t>()),
+                    row["publisher"].get<std::string>()});
+  }
+  out += sources.Render() + "\n";
+  out += FormatCount(summary["sources"].size()) + " sources, " +
+         FormatCount(summary["blocks"].get<uint64_t>()) + " resident blocks, " +
+         FormatCount(summary["presences"].get<uint64_t>()) + " presences, " +
+         FormatCount(summary["engine_hashes"].get<uint64_t>()) + " engine hashes, " +
+         FormatCount(summary["bytes"].get<uint64_t>()) + " bytes\n";
+  return out;
+}
+
+std::vector<SourceSeqState> SequenceStates(const Ingestor& ingestor) {
+  std::vector<SourceSeqState> out;
+  for (size_t i = 0; i < ingestor.source_count(); ++i) {
+    out.push_back(ingestor.sequence_state(SourceId{static_cast<uint32_t>(i)}));
+  }
+  return out;
+}
+
+Result<uint64_t> WriteIndexSnapshot(const PrefixIndex& index, const Ingestor* ingestor,
+                                    const std::string& path) {
+  std::vector<SourceSeqState> seq;
+  if (ingestor != nullptr) seq = SequenceStates(*ingestor);
+  const IndexState state = index.CopyState();
+  if (!seq.empty() && seq.size() != state.sources.size()) seq.clear();
+  return WriteSnapshotFile(path, state, seq, RealtimeNs());
+}
+
+}  // namespace kvindex::cli
