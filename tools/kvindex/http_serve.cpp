@@ -5,14 +5,19 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <set>
 #include <sstream>
 
 #include "kvindex/core/address.h"
+#include "kvindex/core/clock.h"
+#include "kvindex/snapshot/snapshot.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/query/server_backend.h"
 #include "live.h"
+#include "snapshot_keeper.h"
 
 namespace kvindex::cli {
 namespace {
@@ -21,8 +26,31 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 
 class SubscriberBackend : public ServerBackend {
  public:
-  SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources)
-      : subscriber_(subscriber), configs_(std::move(sources)) {}
+  SubscriberBackend(Subscriber* subscriber, const PrefixIndex* index,
+                    std::vector<SourceConfig> sources)
+      : subscriber_(subscriber), index_(index), configs_(std::move(sources)) {}
+
+  // A consistent state taken on the I/O thread, written in pieces of up to 256 KiB.
+  SnapshotProducer Snapshot() const override {
+    return [subscriber = subscriber_, index = index_](
+               const std::function<bool(std::string_view)>& write) {
+      std::optional<ConsistentState> state = TakeState(*subscriber, *index);
+      if (!state) return false;
+      std::string pending;
+      bool open = true;
+      auto flush = [&] {
+        open = open && write(pending);
+        pending.clear();
+        return open;
+      };
+      const Result<uint64_t> n =
+          WriteSnapshot(state->index, state->seq, RealtimeNs(), [&](std::string_view chunk) {
+            pending.append(chunk);
+            return pending.size() < (size_t{256} << 10) || flush();
+          });
+      return n.ok() && (pending.empty() || flush());
+    };
+  }
 
   std::vector<ServedSource> Sources() const override {
     const SubscriberStatus status = subscriber_->status();
@@ -91,6 +119,7 @@ class SubscriberBackend : public ServerBackend {
 
  private:
   Subscriber* subscriber_;
+  const PrefixIndex* index_;
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
   std::set<std::string> unregistered_;
@@ -152,7 +181,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
   // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, sources);
+  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, &index, sources);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;

@@ -1,9 +1,14 @@
 // Snapshot summaries and loading for the tool (snapshot_tools.h).
 #include "snapshot_tools.h"
 
+#include <fstream>
+#include <span>
 #include <string>
 #include <utility>
 
+#include <httplib.h>
+
+#include "kvindex/core/address.h"
 #include "kvindex/core/clock.h"
 #include "kvindex/index/index_state.h"
 
@@ -95,6 +100,51 @@ Result<uint64_t> WriteIndexSnapshot(const PrefixIndex& index, const Ingestor* in
   const IndexState state = index.CopyState();
   if (!seq.empty() && seq.size() != state.sources.size()) seq.clear();
   return WriteSnapshotFile(path, state, seq, RealtimeNs());
+}
+
+bool IsSnapshotWarmFrom(const std::vector<std::string>& warm_from) {
+  if (warm_from.empty()) return false;
+  const std::string& first = warm_from.front();
+  if (first.rfind("http://", 0) == 0) return true;
+  std::ifstream in(first, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  return LooksLikeSnapshot(
+      std::as_bytes(std::span<const char>(head, static_cast<size_t>(in.gcount()))));
+}
+
+Result<SnapshotInfo> WarmFromSnapshot(const std::string& target, PrefixIndex& index) {
+  if (target.rfind("http://", 0) != 0) return ReadSnapshotFile(target, &index);
+  KVINDEX_ASSIGN_OR_RETURN(NetAddress address, ParseNetAddress(target));
+  if (address.host.empty() || !address.port) {
+    return Status::InvalidArgument("--warm-from " + target + ": needs http://HOST:PORT");
+  }
+  SnapshotReader reader(target + "/snapshot", &index);
+  Status fed;
+  httplib::Client client(address.host, *address.port);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(30, 0);
+  int http_status = 0;
+  auto result = client.Get(
+      "/snapshot",
+      [&](const httplib::Response& response) {
+        http_status = response.status;
+        return response.status == 200;
+      },
+      [&](const char* data, size_t length) {
+        fed = reader.Feed(std::string_view(data, length));
+        return fed.ok();
+      });
+  if (!fed.ok()) return fed;
+  if (!result) {
+    if (http_status != 0 && http_status != 200) {
+      return Status::Unavailable("--warm-from " + target + ": GET /snapshot answered " +
+                                 std::to_string(http_status));
+    }
+    return Status::Unavailable("--warm-from " + target + ": GET /snapshot: " +
+                               httplib::to_string(result.error()));
+  }
+  return reader.Finish();
 }
 
 }  // namespace kvindex::cli

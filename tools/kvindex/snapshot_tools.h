@@ -35,6 +35,14 @@ std::vector<SourceSeqState> SequenceStates(const Ingestor& ingestor);
 Result<uint64_t> WriteIndexSnapshot(const PrefixIndex& index, const Ingestor* ingestor,
                                     const std::string& path);
 
+// True when `--warm-from` names a snapshot: http://HOST:PORT, or a file starting with the
+// snapshot magic.
+bool IsSnapshotWarmFrom(const std::vector<std::string>& warm_from);
+
+// Loads a snapshot file, or a running server's GET /snapshot (http://HOST:PORT, streamed into
+// the loader), into `index` (fresh).
+Result<SnapshotInfo> WarmFromSnapshot(const std::string& target, PrefixIndex& index);
+
 }  // namespace kvindex::cli
 
 #endif  // KVINDEX_TOOLS_SNAPSHOT_TOOLS_H_

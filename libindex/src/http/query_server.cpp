@@ -178,6 +178,18 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   auto handler = [raw](const httplib::Request& req, httplib::Response& res) {
     ServiceAnswer answer = raw->service.Handle(req.method, req.path, req.body);
     res.status = answer.status;
+    if (answer.stream) {
+      // Streamed in one provider call: the producer writes the whole answer, chunk by chunk.
+      res.set_chunked_content_provider(
+          std::string(answer.content_type),
+          [stream = std::move(answer.stream)](size_t, httplib::DataSink& sink) {
+            const bool ok =
+                stream([&](std::string_view chunk) { return sink.write(chunk.data(), chunk.size()); });
+            if (ok) sink.done();
+            return ok;
+          });
+      return;
+    }
     res.set_content(std::move(answer.body), std::string(answer.content_type));
   };
   server.Get(".*", handler);

@@ -134,6 +134,17 @@ Result<SourceId> Ingestor::AddSource(const SourceConfig& config) {
   return sources_.back()->id;
 }
 
+Result<SourceId> Ingestor::AdoptSource(const SourceConfig& config, SourceId index_source) {
+  if (index_ == nullptr) return Status::InvalidArgument("adopt: no index");
+  auto source = std::make_unique<Source>(OptionsFor(options_, config));
+  source->id = SourceId{static_cast<uint32_t>(sources_.size())};
+  source->config = config;
+  source->hint = HintFor(config);
+  source->index_id = index_source;
+  sources_.push_back(std::move(source));
+  return sources_.back()->id;
+}
+
 Ingestor::Source& Ingestor::At(SourceId source) {
   assert(source.value < sources_.size());
   return *sources_[source.value];

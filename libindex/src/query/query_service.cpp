@@ -101,6 +101,7 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
       {"/query", "POST"},    {"/query_by_hash", "POST"}, {"/cache", "POST"},
       {"/register", "POST"}, {"/unregister", "POST"},    {"/global_view", "GET"},
       {"/instances", "GET"}, {"/metrics", "GET"},        {"/healthz", "GET"},
+      {"/snapshot", "GET"},
   };
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -140,6 +141,14 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
     out = GlobalView();
   } else if (path == "/instances") {
     out = Instances();
+  } else if (path == "/snapshot") {
+    answer.stream = backend_.Snapshot();
+    if (answer.stream) {
+      answer.content_type = "application/octet-stream";
+    } else {
+      out = ErrorBody("this server does not serve snapshots");
+      code = 501;
+    }
   } else if (path == "/metrics") {
     out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_);
     answer.content_type = kPrometheusText;

@@ -86,6 +86,10 @@ class Ingestor {
   // Defines a source (and adds it to the index). Fails as PrefixIndex::AddSource does.
   Result<SourceId> AddSource(const SourceConfig& config);
 
+  // Defines a source that the index already has (a loaded snapshot's `index_source`), without
+  // adding it to the index again. kInvalidArgument when the index has no such source.
+  Result<SourceId> AdoptSource(const SourceConfig& config, SourceId index_source);
+
   // A live message as received: `[topic, seq8, payload]`.
   void OnMessage(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
   // A message received on the source's replay (DEALER) socket, in any reply layout.

@@ -18,6 +18,7 @@
 #ifndef KVINDEX_QUERY_QUERY_SERVICE_H_
 #define KVINDEX_QUERY_QUERY_SERVICE_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,10 @@ struct ServiceAnswer {
   std::string body;
   // "application/json", or the Prometheus text type for /metrics: a static string.
   std::string_view content_type;
+  // When set, the answer's body is streamed instead (`body` is ignored): the transport sends the
+  // chunks `stream` writes with chunked transfer encoding; `write` returns false when the client
+  // went away; `stream` returns false on an error (GET /snapshot).
+  std::function<bool(const std::function<bool(std::string_view chunk)>& write)> stream;
 };
 
 class QueryService {

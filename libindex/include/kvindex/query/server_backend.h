@@ -9,6 +9,9 @@
 #ifndef KVINDEX_QUERY_SERVER_BACKEND_H_
 #define KVINDEX_QUERY_SERVER_BACKEND_H_
 
+#include <functional>
+#include <string_view>
+
 #include <mutex>
 #include <span>
 #include <string>
@@ -45,6 +48,12 @@ class ServerBackend {
   // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
   // until done. kNotFound for an unknown instance.
   virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+  // GET /snapshot: a producer that writes a consistent snapshot of the index
+  // (docs/snapshot-format.md) through `write` (which returns false when the client went away) and
+  // returns false on an error. Empty (the default): this process serves no snapshots (501).
+  using SnapshotProducer =
+      std::function<bool(const std::function<bool(std::string_view chunk)>& write)>;
+  virtual SnapshotProducer Snapshot() const { return {}; }
 };
 
 // A backend for a process whose writer is whichever thread calls it (tests, offline serving):
