@@ -13,6 +13,7 @@
 
 #include "kvindex/index/index_state.h"
 #include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/sequencer.h"
 #include "kvindex/snapshot/snapshot.h"
 #include "prefix_index_builders.h"
 #include "reference_index.h"
@@ -193,7 +194,41 @@ Result<SnapshotInfo> Load(std::string_view bytes, PrefixIndex* into, uint64_t se
   return reader.Finish();
 }
 
+// Records a sequencer's decisions.
+struct SeqSink {
+  std::vector<uint64_t> applied;
+  std::vector<uint64_t> requests;
+  uint64_t lost = 0;
+  int clears = 0;
+  void Apply(uint64_t seq, int&&) { applied.push_back(seq); }
+  void Reapply(uint64_t, int&&) {}
+  void Clear() { ++clears; }
+  void RequestReplay(uint64_t from) { requests.push_back(from); }
+  void Lost(uint64_t, uint64_t count) { lost += count; }
+};
+
 TEST_SUITE("snapshot") {
+  TEST_CASE("A seeded sequencer continues from the stored watermark") {
+    SeqSink sink;
+    SourceSequencer<int> seq;
+    seq.Seed(19);
+    CHECK(seq.watermark() == std::optional<uint64_t>(19));
+    seq.OnLive(20, 0, sink);  // the next one: applied, no gap
+    CHECK(sink.applied == std::vector<uint64_t>{20});
+    seq.OnLive(25, 0, sink);  // a gap from the watermark: replay from 21
+    CHECK(sink.requests == std::vector<uint64_t>{21});
+    seq.OnReplayEnd(sink);  // nothing came: 21..24 lost, 25 applied
+    CHECK(sink.lost == 4);
+    CHECK(sink.applied.back() == 25);
+    seq.OnLive(0, 0, sink);  // the publisher restarted
+    CHECK(sink.clears == 1);
+    SourceSequencer<int> late;
+    late.OnLive(3, 0, sink);
+    late.Seed(100);  // after the first batch: no effect
+    CHECK(late.watermark() == std::optional<uint64_t>(3));
+  }
+
+
   TEST_CASE("Round trip: a loaded snapshot answers as the original and the reference model") {
     int hits = 0;
     for (uint64_t seed = 1; seed <= 12; ++seed) {

@@ -113,6 +113,10 @@ Status RunSubscribe(const SubscribeOptions& options) {
     KVINDEX_RETURN_IF_ERROR(subscriber->AdoptSources(loaded->sources, loaded->seq));
     std::fprintf(stderr, "kvindex subscribe: continuing from a snapshot: %llu resident blocks\n",
                  static_cast<unsigned long long>(index.stats().blocks));
+    if (!options.warm_from.empty() && !warm_snapshot) {
+      std::fprintf(stderr, "kvindex subscribe: --warm-from ignored: --snapshot-dir held a "
+                           "snapshot\n");
+    }
   } else if (!options.warm_from.empty() && !warm_snapshot) {
     KVINDEX_RETURN_IF_ERROR(subscriber->WarmFrom(options.warm_from));
     const IndexStats warm = index.stats();
