@@ -65,3 +65,38 @@ if got != sent[:len(got)] or not got:
 print(len(got))
 PYEOF
 }
+
+# free_port: a free loopback TCP port.
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# snapshot_plan FILE: batches 0..19 live, then (once a second subscription arrives) 20..39 only
+# into the ring (published while nobody listened) and 40..44 live; one chained block each.
+snapshot_plan() {
+  "$PY" - "$1" <<'PYEOF'
+import json, sys
+def batch(s, **kw):
+    return dict(seq=s, blocks=[[1000 + s, None if s == 0 else 999 + s, list(range(4 * s, 4 * s + 4))]], **kw)
+steps = [{"wait_sub": True}] + [batch(s) for s in range(20)] + [{"wait_subs": 2}]
+steps += [batch(s, skip=True) for s in range(20, 40)] + [batch(s) for s in range(40, 45)]
+json.dump({"steps": steps + [{"sleep": 30}]}, open(sys.argv[1], "w"))
+PYEOF
+}
+
+# newest_watermark DIR: the first source's watermark in the newest snapshot of DIR ("" if none).
+newest_watermark() {
+  local f
+  f=$(ls "$1"/snapshot-*.kvsnap 2>/dev/null | tail -n 1)
+  [ -n "$f" ] || return 0
+  "$KVINDEX" replay "$f" --json - 2>/dev/null |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["watermark"])' 2>/dev/null
+}
+
+# wait_snapshot_watermark DIR W: waits (<= 20 s) until the newest snapshot of DIR has watermark W.
+wait_snapshot_watermark() {
+  local i
+  for i in $(seq 1 200); do
+    [ "$(newest_watermark "$1")" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -18,6 +18,8 @@ The plan is JSON: {"steps": [step...]}; steps run in order:
                "ring": false     not kept in the ring (a batch the ring has lost)
   {"frames": ["hex", ...]}       a raw live message (e.g. a bad frame count); not in the ring
   {"wait_sub": true}             wait (<= 20 s) until a subscriber has subscribed
+  {"wait_subs": n}               wait (<= 20 s) until n subscriptions have arrived in all (a
+                                 subscriber that reconnects subscribes again)
   {"wait_request": true}         wait (<= 20 s) until one replay request has been served
   {"wait_served": n}             wait (<= 20 s) until n replay requests have been served in all
                                  (counting those served before this step: a race-free wait)
@@ -65,6 +67,7 @@ class Publisher:
             self.router.bind(args.replay)
         self.topic = args.topic.encode()
         self.ring = []  # (seq, payload)
+        self.subscriptions = 0
         self.served = 0
         self.subscribed = False
         self.log = open(args.log, "w") if args.log else None
@@ -89,6 +92,7 @@ class Publisher:
                 msg = self.pub.recv()
                 if msg[:1] == b"\x01":
                     self.subscribed = True
+                    self.subscriptions += 1
             else:
                 self.serve_one()
 
@@ -147,6 +151,9 @@ class Publisher:
                 self.send([bytes.fromhex(f) for f in step["frames"]])
             elif step.get("wait_sub"):
                 self.wait(lambda: self.subscribed, "a subscriber")
+            elif "wait_subs" in step:
+                target = step["wait_subs"]
+                self.wait(lambda: self.subscriptions >= target, "subscriptions")
             elif step.get("wait_request"):
                 target = self.served + 1
                 self.wait(lambda: self.served >= target, "a replay request")

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "kvindex/core/address.h"
 #include "kvindex/core/utf8.h"
 #include "kvindex/sim/block_cache.h"
 
@@ -179,6 +180,25 @@ CLI::Validator InputFile() {
           return ToValidUtf8(path) + ": not a regular file";
         }
         return std::string();
+      },
+      std::string());
+}
+
+CLI::Validator WarmFromInput() {
+  return CLI::Validator(
+      [](std::string& text) {
+        if (text.rfind("http://", 0) == 0) {
+          const Result<NetAddress> a = ParseNetAddress(text);
+          if (!a.ok()) return ToValidUtf8(text) + ": " + a.status().message();
+          if (a->host.empty() || !a->port || *a->port == 0) {
+            return ToValidUtf8(text) + ": needs http://HOST:PORT";
+          }
+          return std::string();
+        }
+        struct stat st {};
+        if (::stat(text.c_str(), &st) != 0) return ToValidUtf8(text) + ": no such file";
+        std::string checked = text;
+        return InputFile()(checked);
       },
       std::string());
 }

@@ -65,6 +65,10 @@ CLI::Validator RealIn(double min, double max, bool zero_ok);
 // "PATH: not a regular file".
 CLI::Validator InputFile();
 
+// `--warm-from`: an http://HOST:PORT address (a host and a port required), else an existing
+// input file (as InputFile(), and it must exist).
+CLI::Validator WarmFromInput();
+
 // A check for text that goes into names and JSON (a model, a tenant, a source spec): it must be
 // valid UTF-8 (kvindex/core/utf8.h). The message shows the text with its bad bytes replaced.
 CLI::Validator Utf8();

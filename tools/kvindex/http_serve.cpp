@@ -6,15 +6,19 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <set>
 #include <sstream>
 
 #include "kvindex/core/address.h"
 #include "kvindex/core/clock.h"
+#include "kvindex/snapshot/snapshot.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/query/server_backend.h"
 #include "live.h"
+#include "snapshot_keeper.h"
 
 namespace kvindex::cli {
 namespace {
@@ -23,8 +27,32 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 
 class SubscriberBackend : public ServerBackend {
  public:
-  SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources)
-      : subscriber_(subscriber), configs_(std::move(sources)), started_ns_(RealtimeNs()) {}
+  SubscriberBackend(Subscriber* subscriber, const PrefixIndex* index,
+                    std::vector<SourceConfig> sources)
+      : subscriber_(subscriber), index_(index), configs_(std::move(sources)),
+        started_ns_(RealtimeNs()) {}
+
+  // A consistent state taken on the I/O thread, written in pieces of up to 256 KiB.
+  SnapshotProducer Snapshot() const override {
+    return [subscriber = subscriber_, index = index_](
+               const std::function<bool(std::string_view)>& write) {
+      std::optional<ConsistentState> state = TakeState(*subscriber, *index);
+      if (!state) return false;
+      std::string pending;
+      bool open = true;
+      auto flush = [&] {
+        open = open && write(pending);
+        pending.clear();
+        return open;
+      };
+      const Result<uint64_t> n =
+          WriteSnapshot(state->index, state->seq, RealtimeNs(), [&](std::string_view chunk) {
+            pending.append(chunk);
+            return pending.size() < (size_t{256} << 10) || flush();
+          });
+      return n.ok() && (pending.empty() || flush());
+    };
+  }
 
   std::vector<ServedSource> Sources() const override {
     const SubscriberStatus status = subscriber_->status();
@@ -104,6 +132,7 @@ class SubscriberBackend : public ServerBackend {
  private:
   Subscriber* subscriber_;
   std::atomic<uint64_t> generation_{0};  // bumped by every register / unregister
+  const PrefixIndex* index_;
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
   int64_t started_ns_;  // when the subscriber began listening (realtime ns)
@@ -166,7 +195,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
   // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, sources);
+  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, &index, sources);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;

@@ -1,6 +1,6 @@
 // `kvindex query`: one question — how many leading tokens of this prompt (or these hashes) does
 // each instance hold, in which tier and DP rank — asked of a capture (the index is rebuilt from
-// it) or of a running server (`--server URL`: kvindex's HTTP API or the upstream conductor's).
+// it), of a snapshot, or of a running server (`--server URL`: kvindex's HTTP API or the upstream conductor's).
 // A readable table on stdout; `--json FILE` writes the /query answer shape; `--explain` says why
 // each silent instance matched nothing (match_explain.h; from a server, its "explain" member).
 #include <algorithm>
@@ -31,12 +31,14 @@
 #include "cli_validators.h"
 #include "commands.h"
 #include "report.h"
+#include "snapshot_tools.h"
 
 namespace kvindex::cli {
 namespace {
 
 struct QueryOptions {
   std::vector<std::string> capture;  // the files of one capture
+  std::string snapshot;              // or a snapshot file
   std::string server;                // or a server's URL
   bool explain = false;
   std::string model;
@@ -381,37 +383,55 @@ Status RunServerQuery(const QueryOptions& options, const QueryRequest& request) 
 }  // namespace
 
 Status RunQuery(const QueryOptions& options) {
-  if (options.capture.empty() == options.server.empty()) {
-    return Status::InvalidArgument("give exactly one of --capture or --server");
+  const int given = (options.capture.empty() ? 0 : 1) + (options.server.empty() ? 0 : 1) +
+                    (options.snapshot.empty() ? 0 : 1);
+  if (given != 1) {
+    return Status::InvalidArgument("give exactly one of --capture, --snapshot or --server");
   }
   KVINDEX_ASSIGN_OR_RETURN(QueryRequest request, BuildRequest(options));
   if (!options.server.empty()) return RunServerQuery(options, request);
-  KVINDEX_ASSIGN_OR_RETURN(auto loaded, LoadedCapture::Load(options.capture, IndexOptions{}));
-  for (const CaptureProblem& p : loaded->problems()) {
-    std::fprintf(stderr, "kvindex query: %s: byte %llu: %s\n", p.file.c_str(),
-                 static_cast<unsigned long long>(p.offset), p.status.message().c_str());
+  // The index answering, and the source definitions --explain reads.
+  std::unique_ptr<LoadedCapture> capture;
+  LoadedSnapshot snapshot;
+  PrefixIndex* index = nullptr;
+  std::vector<SourceConfig> sources;
+  if (!options.snapshot.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(snapshot, LoadedSnapshot::Load(options.snapshot));
+    index = snapshot.index.get();
+    sources = snapshot.info.sources;
+  } else {
+    KVINDEX_ASSIGN_OR_RETURN(capture, LoadedCapture::Load(options.capture, IndexOptions{}));
+    for (const CaptureProblem& p : capture->problems()) {
+      std::fprintf(stderr, "kvindex query: %s: byte %llu: %s\n", p.file.c_str(),
+                   static_cast<unsigned long long>(p.offset), p.status.message().c_str());
+    }
+    index = &capture->index();
+    for (size_t i = 0; i < capture->ingestor().source_count(); ++i) {
+      sources.push_back(capture->ingestor().config(SourceId{static_cast<uint32_t>(i)}));
+    }
   }
-  const Result<PrefixMatch> match = MatchRequest(loaded->index(), request);
+  const Result<PrefixMatch> match = MatchRequest(*index, request);
   if (!match.ok()) return match.status();
-  // States from what the capture held (its losses, late joins, restarts); never stale offline.
-  const InstanceTrustMap trust = InstanceTrusts(loaded->ingestor());
+  // States from what the capture held (its losses, late joins, restarts) or the snapshot stored;
+  // never stale offline.
+  const InstanceTrustMap trust =
+      capture != nullptr ? InstanceTrusts(capture->ingestor()) : SnapshotTrusts(snapshot.info);
   std::vector<MatchExplanation> explanations;
   if (options.explain) {
-    std::vector<SourceConfig> sources;
     ExplainContext context;  // offline: the token forms the capture showed, never a silence
-    for (size_t i = 0; i < loaded->ingestor().source_count(); ++i) {
-      const SourceId id{static_cast<uint32_t>(i)};
-      const SourceConfig& config = loaded->ingestor().config(id);
-      const SourceCounters& counters = loaded->ingestor().counters(id);
-      sources.push_back(config);
-      context.sources.push_back({.instance = config.name,
-                                 .name = SourceDisplayName(config),
-                                 .format = config.format,
-                                 .bigram_events = counters.bigram_events,
-                                 .token_form_mismatches = counters.token_form_mismatches});
+    if (capture != nullptr) {
+      for (size_t i = 0; i < capture->ingestor().source_count(); ++i) {
+        const SourceId id{static_cast<uint32_t>(i)};
+        const SourceConfig& config = capture->ingestor().config(id);
+        const SourceCounters& counters = capture->ingestor().counters(id);
+        context.sources.push_back({.instance = config.name,
+                                   .name = SourceDisplayName(config),
+                                   .format = config.format,
+                                   .bigram_events = counters.bigram_events,
+                                   .token_form_mismatches = counters.token_form_mismatches});
+      }
     }
-    KVINDEX_ASSIGN_OR_RETURN(explanations,
-                             ExplainMatch(loaded->index(), request, *match, sources, context));
+    KVINDEX_ASSIGN_OR_RETURN(explanations, ExplainMatch(*index, request, *match, sources, context));
   }
   if (!options.json.empty()) {
     nlohmann::json out = nlohmann::json::parse(
@@ -445,6 +465,11 @@ void AddQueryCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--server", options->server,
                   "Ask a running server instead (http://HOST:PORT): kvindex subscribe --http, or "
                   "the upstream conductor")
+      ->excludes(capture);
+  cmd->add_option("--snapshot", options->snapshot,
+                  "Answer from a snapshot file (.kvsnap: subscribe --snapshot-dir, replay "
+                  "--write-snapshot) instead")
+      ->check(cli::InputFile())
       ->excludes(capture);
   cmd->add_flag("--explain", options->explain,
                 "Also say why each instance that matched nothing did (unknown model or scope, "

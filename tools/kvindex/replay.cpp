@@ -1,8 +1,10 @@
 // `kvindex replay INPUT`: offline replay. For a request trace (docs/simulation.md) it simulates a cluster
 // for every configuration of a grid (policies × capacities × routers × instance counts), in
 // parallel, and reports hit rates (replay_trace.cpp). Capture files (docs/capture-format.md) are recognised by
-// DetectInput() and rebuilt into the index (replay_capture.cpp).
+// DetectInput() and rebuilt into the index (replay_capture.cpp); a snapshot (docs/snapshot-format.md)
+// is loaded and summarised.
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -20,11 +22,13 @@
 #include "replay_capture.h"
 #include "replay_options.h"
 #include "replay_trace.h"
+#include "report.h"
+#include "snapshot_tools.h"
 
 namespace kvindex::cli {
 namespace {
 
-enum class InputKind { kTrace, kCapture };
+enum class InputKind { kTrace, kCapture, kSnapshot };
 
 // The largest --instances value (a cluster the simulator still runs in reasonable memory).
 constexpr int kMaxInstances = 1024;
@@ -62,6 +66,9 @@ Result<InputKind> DetectInput(const std::string& path) {
   if (LooksLikeCapture(std::as_bytes(std::span<const char>(buf, static_cast<size_t>(n))))) {
     return InputKind::kCapture;
   }
+  if (LooksLikeSnapshot(std::as_bytes(std::span<const char>(buf, static_cast<size_t>(n))))) {
+    return InputKind::kSnapshot;
+  }
   for (std::streamsize i = 0; i < n; ++i) {
     const char c = buf[i];
     if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
@@ -71,6 +78,27 @@ Result<InputKind> DetectInput(const std::string& path) {
   if (n == 0) return Status::Malformed(path + ": empty file: not a request trace");
   return Status::Malformed(path +
                            ": not a request trace (JSON Lines of objects) or a capture file");
+}
+
+// `replay SNAPSHOT`: the snapshot's summary (docs/cli.md "replay SNAPSHOT").
+Status RunSnapshotSummary(const ReplayOptions& options) {
+  if (options.inputs.size() > 1) {
+    return Status::InvalidArgument(options.input + ": a snapshot is one file");
+  }
+  if (options.dump || !options.queries.empty() || !options.to_trace.empty() || options.curve ||
+      options.reuse || !options.write_snapshot.empty()) {
+    return Status::InvalidArgument(options.input +
+                                   ": a snapshot takes only --json (and --max-blocks)");
+  }
+  IndexOptions index_options;
+  index_options.max_blocks = options.max_blocks;
+  KVINDEX_ASSIGN_OR_RETURN(LoadedSnapshot loaded, LoadedSnapshot::Load(options.input, index_options));
+  if (!options.json.empty()) {
+    KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, SnapshotSummaryJson(loaded)));
+    if (options.json == "-") return Status::Ok();
+  }
+  std::fputs(RenderSnapshotSummary(loaded).c_str(), stdout);
+  return FlushStdout();
 }
 
 Status RunReplay(ReplayOptions options) {
@@ -94,6 +122,10 @@ Status RunReplay(ReplayOptions options) {
       if (options.dump || !options.queries.empty()) {
         return Status::InvalidArgument(options.input +
                                        ": --dump and --queries apply to captures, not traces");
+      }
+      if (!options.write_snapshot.empty()) {
+        return Status::InvalidArgument(options.input +
+                                       ": --write-snapshot applies to captures, not traces");
       }
       if (!options.to_trace.empty()) {
         return Status::InvalidArgument(options.input +
@@ -120,8 +152,11 @@ Status RunReplay(ReplayOptions options) {
       args.json = options.json;
       args.max_blocks = options.max_blocks;
       args.to_trace = options.to_trace;
+      args.write_snapshot = options.write_snapshot;
       return RunCaptureReplay(args);
     }
+    case InputKind::kSnapshot:
+      return RunSnapshotSummary(options);
   }
   return Status::Internal("unknown input kind");
 }
@@ -136,7 +171,8 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
       "per eviction policy, capacity, router and instance count; or rebuild the index from a "
       "capture and report, dump or query it");
   cmd->add_option("INPUT", options->inputs,
-                  "A request trace (.jsonl), or the files of one capture (.kvcap) in order")
+                  "A request trace (.jsonl), the files of one capture (.kvcap) in order, or a snapshot "
+                  "(.kvsnap)")
       ->required()
       ->check(cli::InputFile());
   cmd->add_flag("--dump", options->dump,
@@ -216,6 +252,9 @@ void AddReplayCommand(CLI::App& app, CommandOutcome& outcome) {
   cmd->add_option("--to-trace", options->to_trace,
                   "Capture: derive a request trace (Mooncake JSONL) into FILE ('-' = stdout): "
                   "one request per stored chain, hash_ids = the chain's blocks from the root");
+  cmd->add_option("--write-snapshot", options->write_snapshot,
+                  "Capture: write the rebuilt index, with each source's sequence state, as a "
+                  "snapshot FILE (docs/snapshot-format.md)");
   cmd->callback([options, &outcome] {
     outcome.command = "replay";
     outcome.status = RunReplay(*options);

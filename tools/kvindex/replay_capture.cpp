@@ -1,4 +1,5 @@
 #include "replay_capture.h"
+#include "snapshot_tools.h"
 
 #include <cstdio>
 #include <fstream>
@@ -337,6 +338,10 @@ Status RunCaptureReplay(const CaptureReplayArgs& args) {
   }
   output.Flush(true);
   std::fflush(stdout);
+  if (!args.write_snapshot.empty()) {
+    KVINDEX_RETURN_IF_ERROR(
+        WriteIndexSnapshot(loaded->index(), &loaded->ingestor(), args.write_snapshot).status());
+  }
   return Report(args, *loaded, exporter.get(), !queries.empty(), output);
 }
 

@@ -17,6 +17,7 @@ struct CaptureReplayArgs {
   std::string json;                 // --json FILE ("-" = stdout)
   uint64_t max_blocks = 0;
   std::string to_trace;             // --to-trace FILE ("-" = stdout): derive a request trace
+  std::string write_snapshot;       // --write-snapshot FILE: the rebuilt index as a snapshot
 };
 
 // Runs the capture replay. kInvalidArgument for a bad queries file line (usage), kMalformed /

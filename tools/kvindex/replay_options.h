@@ -37,6 +37,7 @@ struct ReplayOptions {
   std::string csv;                     // empty = none; "-" = stdout
   std::string plot;                    // empty = none
   std::string to_trace;                // capture only: derive a request trace into FILE
+  std::string write_snapshot;          // capture only: write the rebuilt index as a snapshot
   std::string tier_write = "through";  // names sim::ParseTierWrite() accepts
   bool curve = false;                  // --curve: the exact LRU hit-rate curve
   uint64_t curve_points = 0;           // rows of the --curve table; 0 = not given (16)

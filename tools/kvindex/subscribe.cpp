@@ -2,6 +2,8 @@
 // the main thread waits for signals and prints status, and other threads (the HTTP server of
 // --http) query the PrefixIndex concurrently.
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,8 @@
 #include "kvindex/zmq/subscriber.h"
 #include "http_serve.h"
 #include "live.h"
+#include "snapshot_keeper.h"
+#include "snapshot_tools.h"
 
 namespace kvindex::cli {
 namespace {
@@ -34,6 +38,9 @@ struct SubscribeOptions {
   double fsync_interval = 1.0;
   bool strict = false;
   std::string json;
+  std::string snapshot_dir;
+  double snapshot_interval = 60;
+  uint64_t snapshot_keep = 3;
   HttpCliOptions http;
 };
 
@@ -77,7 +84,28 @@ Status RunSubscribe(const SubscribeOptions& options) {
   }
   IndexOptions index_options;
   index_options.max_blocks = options.max_blocks;
-  PrefixIndex index(index_options);
+  std::unique_ptr<PrefixIndex> index_owner;
+  // The newest valid snapshot of --snapshot-dir, else a snapshot --warm-from names.
+  std::optional<SnapshotInfo> loaded;
+  if (!options.snapshot_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.snapshot_dir, ec);
+    if (ec) {
+      return Status::IoError("--snapshot-dir " + options.snapshot_dir + ": " + ec.message());
+    }
+    loaded = LoadNewestSnapshot(options.snapshot_dir, index_options, index_owner);
+  } else {
+    index_owner = std::make_unique<PrefixIndex>(index_options);
+  }
+  const bool warm_snapshot = IsSnapshotWarmFrom(options.warm_from);
+  if (warm_snapshot && options.warm_from.size() != 1) {
+    return Status::InvalidArgument("--warm-from: one snapshot (file or http://HOST:PORT) at a time");
+  }
+  if (warm_snapshot && !loaded) {
+    index_owner = std::make_unique<PrefixIndex>(index_options);
+    KVINDEX_ASSIGN_OR_RETURN(loaded, WarmFromSnapshot(options.warm_from.front(), *index_owner));
+  }
+  PrefixIndex& index = *index_owner;
 
   BlockStopSignals();
   SubscriberOptions sub_options;
@@ -85,7 +113,15 @@ Status RunSubscribe(const SubscribeOptions& options) {
   sub_options.stale_after = Millis(options.stale_after);
   sub_options.strict = options.strict;
   KVINDEX_ASSIGN_OR_RETURN(auto subscriber, Subscriber::Create(&index, writer.get(), sub_options));
-  if (!options.warm_from.empty()) {
+  if (loaded) {
+    KVINDEX_RETURN_IF_ERROR(subscriber->AdoptSources(loaded->sources, loaded->seq));
+    std::fprintf(stderr, "kvindex subscribe: continuing from a snapshot: %llu resident blocks\n",
+                 static_cast<unsigned long long>(index.stats().blocks));
+    if (!options.warm_from.empty() && !warm_snapshot) {
+      std::fprintf(stderr, "kvindex subscribe: --warm-from ignored: --snapshot-dir held a "
+                           "snapshot\n");
+    }
+  } else if (!options.warm_from.empty() && !warm_snapshot) {
     KVINDEX_RETURN_IF_ERROR(subscriber->WarmFrom(options.warm_from));
     const IndexStats warm = index.stats();
     std::fprintf(stderr, "kvindex subscribe: warmed from %zu file(s): %llu resident blocks\n",
@@ -103,8 +139,22 @@ Status RunSubscribe(const SubscribeOptions& options) {
   // The HTTP server (docs/http-api.md) queries `index` on its own threads; writes go through Submit().
   KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServing(options.http, options.config, index,
                                                        *subscriber, sources));
+  std::unique_ptr<SnapshotKeeper> keeper;
+  if (!options.snapshot_dir.empty()) {
+    keeper = std::make_unique<SnapshotKeeper>(options.snapshot_dir, options.snapshot_interval,
+                                              options.snapshot_keep, *subscriber, index);
+    keeper->Start();
+  }
   const LiveOutcome outcome = RunLive(*subscriber, run);
   StopHttpServing(http);
+  if (keeper) {
+    keeper->Stop();
+    // The final snapshot of a clean stop: Run() has returned, so the ingestor is ours.
+    if (outcome.status.ok()) {
+      ConsistentState final_state{index.CopyState(), SequenceStates(subscriber->ingestor())};
+      KVINDEX_RETURN_IF_ERROR(keeper->Write(final_state).WithContext("final snapshot"));
+    }
+  }
   Status closed;
   if (writer) closed = writer->Close();
   const SubscriberStatus status = subscriber->status();
@@ -150,9 +200,19 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       ->check(cli::Seconds(/*zero_ok=*/true));
   cmd->add_option("--warm-from", options->warm_from,
                   "Apply capture file(s) before going live (a rotated capture: every file, in "
-                  "order)")
-      ->check(CLI::ExistingFile)
-      ->check(cli::InputFile());
+                  "order), or load one snapshot: a file, or http://HOST:PORT (a running "
+                  "subscribe's GET /snapshot)")
+      ->check(cli::WarmFromInput());
+  cmd->add_option("--snapshot-dir", options->snapshot_dir,
+                  "Keep snapshots of the index in DIR: the newest valid one is loaded at start "
+                  "and each source continues from its stored sequence; one is written every "
+                  "--snapshot-interval and at a clean stop");
+  cmd->add_option("--snapshot-interval", options->snapshot_interval,
+                  "Seconds between snapshots of --snapshot-dir (default 60)")
+      ->check(cli::Seconds(/*zero_ok=*/false));
+  cmd->add_option("--snapshot-keep", options->snapshot_keep,
+                  "Snapshots --snapshot-dir keeps, newest first (default 3)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000}));
   cmd->add_option("--max-blocks", options->max_blocks,
                   "At most N resident blocks (least recently touched evicted first; 0 = no limit)");
   cmd->add_option("--stats-interval", options->stats_interval,

@@ -159,6 +159,9 @@ class FlatTable {
     if (cap > cap_) Grow(cap);
   }
 
+  // Every slot, empty ones included (a bulk copy).
+  const std::vector<Slot>& slots() const { return slots_; }
+
   // Calls f(slot) for every occupied slot.
   template <typename F>
   void ForEach(F&& f) const {

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "kvindex/codec/event_codec.h"
+#include "kvindex/core/clock.h"
 
 namespace kvindex {
 namespace {
@@ -71,6 +72,7 @@ struct Ingestor::Source {
   TrustReason pending_reason = TrustReason::kLost;
   TrustReason loss_reason = TrustReason::kLost;  // kDamaged while LoseBefore() runs
   std::optional<uint64_t> malformed_seq;
+  uint64_t seeded_lost = 0;  // lost batches counted by the run a snapshot came from
   explicit Source(SequencerOptions options) : sequencer(options) {}
 };
 
@@ -176,6 +178,17 @@ Result<SourceId> Ingestor::AddSource(const SourceConfig& config) {
   if (index_ != nullptr) {
     KVINDEX_ASSIGN_OR_RETURN(source->index_id, index_->AddSource(config));
   }
+  sources_.push_back(std::move(source));
+  return sources_.back()->id;
+}
+
+Result<SourceId> Ingestor::AdoptSource(const SourceConfig& config, SourceId index_source) {
+  if (index_ == nullptr) return Status::InvalidArgument("adopt: no index");
+  auto source = std::make_unique<Source>(OptionsFor(options_, config));
+  source->id = SourceId{static_cast<uint32_t>(sources_.size())};
+  source->config = config;
+  source->hint = HintFor(config);
+  source->index_id = index_source;
   sources_.push_back(std::move(source));
   return sources_.back()->id;
 }
@@ -377,6 +390,24 @@ bool Ingestor::replay_outstanding(SourceId source) const {
   return At(source).sequencer.replay_outstanding();
 }
 bool Ingestor::waiting(SourceId source) const { return At(source).sequencer.waiting(); }
+SourceSeqState Ingestor::sequence_state(SourceId id) const {
+  const Source& source = At(id);
+  SourceSeqState s;
+  s.watermark = source.sequencer.watermark();
+  s.publisher = source.config.endpoint;
+  s.lost = source.seeded_lost + source.counters.sequence.lost;
+  s.trust = source.counters.trust.Save();
+  return s;
+}
+
+void Ingestor::SeedSequence(SourceId id, const SourceSeqState& state) {
+  Source& source = At(id);
+  if (state.publisher != source.config.endpoint || source.sequencer.initialized()) return;
+  if (state.watermark) source.sequencer.Seed(*state.watermark);
+  source.seeded_lost = state.lost;
+  source.counters.trust.Restore(state.trust);
+}
+
 size_t Ingestor::held(SourceId source) const { return At(source).sequencer.held(); }
 const SourceCounters& Ingestor::counters(SourceId source) const { return At(source).counters; }
 const SourceConfig& Ingestor::config(SourceId source) const { return At(source).config; }

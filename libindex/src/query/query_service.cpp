@@ -145,6 +145,7 @@ void QueryService::Handle(std::string_view method, std::string_view path, std::s
       {"/query", "POST"},    {"/query_by_hash", "POST"}, {"/cache", "POST"},
       {"/register", "POST"}, {"/unregister", "POST"},    {"/global_view", "GET"},
       {"/instances", "GET"}, {"/metrics", "GET"},        {"/healthz", "GET"},
+      {"/snapshot", "GET"},
   };
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -184,6 +185,14 @@ void QueryService::Handle(std::string_view method, std::string_view path, std::s
     out = GlobalView();
   } else if (path == "/instances") {
     out = Instances();
+  } else if (path == "/snapshot") {
+    answer.stream = backend_.Snapshot();
+    if (answer.stream) {
+      answer.content_type = "application/octet-stream";
+    } else {
+      out = ErrorBody("this server does not serve snapshots");
+      code = 501;
+    }
   } else if (path == "/metrics") {
     out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_);
     answer.content_type = kPrometheusText;

@@ -161,6 +161,21 @@ Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
   return status;
 }
 
+Status Subscriber::AdoptSources(std::span<const SourceConfig> configs,
+                                std::span<const SourceSeqState> states) {
+  Impl& m = *impl_;
+  if (m.added_any || m.ingestor.source_count() != 0) {
+    return Status::Internal("subscriber: AdoptSources() after sources were defined");
+  }
+  for (size_t i = 0; i < configs.size(); ++i) {
+    KVINDEX_ASSIGN_OR_RETURN(SourceId id, m.ingestor.AdoptSource(
+                                              configs[i], SourceId{static_cast<uint32_t>(i)}));
+    if (i < states.size()) m.ingestor.SeedSequence(id, states[i]);
+  }
+  m.sources.resize(m.ingestor.source_count());
+  return Status::Ok();
+}
+
 Status Subscriber::AddSource(const SourceConfig& config) {
   KVINDEX_ASSIGN_OR_RETURN(auto source, impl_->OpenSource(config));
   return impl_->Define(std::move(source));

@@ -35,6 +35,9 @@
 
 namespace kvindex {
 
+class IndexState;
+class IndexLoader;
+
 struct IndexOptions {
   // `--max-blocks N`: at most N resident blocks; the least recently touched (stored or matched)
   // block is evicted first. 0 = unbounded.
@@ -147,7 +150,13 @@ class PrefixIndex {
   // `--explain` tries the salts and LoRAs events carried (match_explain.h). Any thread.
   std::vector<Scope> scopes() const;
 
+  // A consistent copy of the whole state (index_state.h), for snapshots. Any thread: the writer
+  // waits while the records are copied, queries do not.
+  IndexState CopyState() const;
+
  private:
+  friend class IndexState;
+  friend class IndexLoader;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -29,6 +30,15 @@
 #include "kvindex/ingest/source_trust.h"
 
 namespace kvindex {
+
+// A source's sequence state as a snapshot keeps it.
+struct SourceSeqState {
+  std::optional<uint64_t> watermark;  // the last applied sequence (none: nothing applied yet)
+  std::string publisher;              // the publisher's identity (its endpoint as subscribed)
+  uint64_t lost = 0;                  // batches lost, cumulative
+  TrustSnapshot trust;                // exact or degraded, and why (source_trust.h)
+  friend bool operator==(const SourceSeqState&, const SourceSeqState&) = default;
+};
 
 // Everything counted per source.
 struct SourceCounters {
@@ -82,6 +92,10 @@ class Ingestor {
   // Defines a source (and adds it to the index). Fails as PrefixIndex::AddSource does.
   Result<SourceId> AddSource(const SourceConfig& config);
 
+  // Defines a source that the index already has (a loaded snapshot's `index_source`), without
+  // adding it to the index again. kInvalidArgument when the index has no such source.
+  Result<SourceId> AdoptSource(const SourceConfig& config, SourceId index_source);
+
   // A live message as received: `[topic, seq8, payload]`.
   void OnMessage(SourceId source, std::span<const Frame> frames, int64_t recv_ns);
   // A message received on the source's replay (DEALER) socket, in any reply layout.
@@ -113,6 +127,14 @@ class Ingestor {
   // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
   // first batch. Offline: a capture's `orphan-replay` note (docs/capture-format.md).
   bool StartOrphanReplay(SourceId source);
+
+  // The source's sequence state (kept in snapshots, docs/snapshot-format.md): watermark, the
+  // publisher as subscribed, whether no batch was lost since its last clear or restart, the lost
+  // count (including what was seeded) and when the last loss happened.
+  SourceSeqState sequence_state(SourceId source) const;
+  // Continues from a state kept by an earlier run, before the source's first message
+  // (SourceSequencer::Seed()). A state of another publisher (endpoint) seeds nothing.
+  void SeedSequence(SourceId source, const SourceSeqState& state);
 
   bool replay_outstanding(SourceId source) const;
   bool waiting(SourceId source) const;

@@ -104,6 +104,17 @@ class SourceSequencer {
  public:
   explicit SourceSequencer(SequencerOptions options = {}) : options_(options) {}
 
+  // Continues from a watermark kept from an earlier run (a snapshot): the next live batch is
+  // expected at watermark + 1, as if that batch had just been applied, so that what was missed
+  // meanwhile is a gap (replayed where the publisher still holds it, else lost), and a publisher
+  // that restarted meanwhile is a restart. Only before the first batch; no-op otherwise.
+  void Seed(uint64_t watermark) {
+    if (initialized_ || backfilling_) return;
+    initialized_ = true;
+    SetWatermark(watermark);
+    horizon_ = watermark;
+  }
+
   // Requests the publisher's whole ring before any live batch (subscribe/record with a replay
   // endpoint). Live batches are held until the replay ends.
   template <typename Sink>

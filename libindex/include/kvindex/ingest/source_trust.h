@@ -55,6 +55,7 @@ struct TrustSnapshot {
   int64_t since_ns = 0;       // when it became degraded (0 when exact)
   int64_t last_loss_ns = 0;   // the latest loss (0: none since exact)
   TrustReason reason = TrustReason::kStart;
+  friend bool operator==(const TrustSnapshot&, const TrustSnapshot&) = default;
 };
 
 class SourceTrust {

@@ -11,10 +11,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvindex/core/source.h"
@@ -60,6 +62,12 @@ class ServerBackend {
   // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
   // until done. kNotFound for an unknown instance.
   virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+  // GET /snapshot: a producer that writes a consistent snapshot of the index
+  // (docs/snapshot-format.md) through `write` (which returns false when the client went away) and
+  // returns false on an error. Empty (the default): this process serves no snapshots (501).
+  using SnapshotProducer =
+      std::function<bool(const std::function<bool(std::string_view chunk)>& write)>;
+  virtual SnapshotProducer Snapshot() const { return {}; }
 
  protected:
   // Changes whenever what Sources() reports may have changed (0: it may change at any time, so

@@ -109,6 +109,12 @@ class Subscriber {
   // sequence state, so a gap since the capture ended is replayed). Call before AddSource().
   Status WarmFrom(const std::vector<std::string>& capture_paths);
 
+  // Continues sources a loaded snapshot defined in the index (in their index order, with their
+  // sequence states): a source added later whose definition equals one of them continues it
+  // from its stored watermark (Ingestor::SeedSequence). Call before AddSource().
+  Status AdoptSources(std::span<const SourceConfig> configs,
+                      std::span<const SourceSeqState> states);
+
   // Defines a source and opens its sockets. kInvalidArgument for an endpoint ZeroMQ rejects,
   // kUnavailable when it cannot be bound. Call before Run().
   Status AddSource(const SourceConfig& config);

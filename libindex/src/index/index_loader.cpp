@@ -1,0 +1,262 @@
+// IndexLoader (index_state.h): rebuilds a fresh index from a state, block by block, without the
+// apply path's event handling. Every index the caller passes is checked, so a damaged state fails
+// cleanly instead of corrupting the index.
+#include <algorithm>
+#include <bit>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvindex/index/index_state.h"
+
+#include "index_impl.h"
+
+namespace kvindex {
+
+struct IndexLoader::Impl {
+  Impl(PrefixIndex& i, PrefixIndex::Impl& m) : index(i), im(m) {}
+  PrefixIndex& index;
+  PrefixIndex::Impl& im;
+  std::vector<uint16_t> holder_map;  // state holder -> index holder
+  std::vector<uint32_t> scope_map;
+  std::vector<uint32_t> tier_map;    // state tier bit -> index tier bit
+  std::vector<uint32_t> positions;   // block position -> record
+  std::vector<std::pair<uint16_t, uint16_t>> run;  // the current run's (holder, tiers), mapped
+  bool in_blocks = false;
+  uint64_t expected = 0;
+};
+
+namespace {
+
+// Reservations from a declared count are capped: a damaged count must not allocate terabytes
+// (the tables grow as usual past the cap).
+constexpr uint64_t kMaxReserve = uint64_t{1} << 24;
+
+Status Bad(const std::string& what) { return Status::Corrupt(what); }
+
+}  // namespace
+
+IndexLoader::IndexLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IndexLoader::~IndexLoader() {
+  if (impl_) impl_->im.WUnlock();
+}
+
+Result<std::unique_ptr<IndexLoader>> IndexLoader::Begin(PrefixIndex& index) {
+  PrefixIndex::Impl& im = *index.impl_;
+  if (!im.sources.empty() || im.live_blocks != 0) {
+    return Status::InvalidArgument("load: the index is not empty");
+  }
+  return std::unique_ptr<IndexLoader>(new IndexLoader(std::make_unique<Impl>(index, im)));
+}
+
+uint32_t IndexLoader::instance_count() const {
+  return static_cast<uint32_t>(impl_->im.instances.size());
+}
+
+std::optional<uint64_t> IndexLoader::BlockHashAt(uint32_t pos) const {
+  if (pos >= impl_->positions.size()) return std::nullopt;
+  return impl_->im.block(impl_->positions[pos]).hash;
+}
+
+Status IndexLoader::AddSource(const SourceConfig& config) {
+  if (impl_->in_blocks) return Bad("source after the blocks");
+  impl_->im.WUnlock();
+  auto added = impl_->index.AddSource(config);
+  if (!added.ok()) return Bad("source " + config.name + ": " + added.status().message());
+  return Status::Ok();
+}
+
+Status IndexLoader::AddHolder(const StateHolder& holder) {
+  Impl& l = *impl_;
+  if (l.in_blocks) return Bad("holder after the blocks");
+  if (holder.source >= l.im.sources.size()) {
+    return Bad("holder of unknown source " + std::to_string(holder.source));
+  }
+  const uint32_t h = l.im.HolderFor(holder.source, holder.rank, true);
+  if (h == kNone) return Bad("too many holders");
+  l.holder_map.push_back(static_cast<uint16_t>(h));
+  return Status::Ok();
+}
+
+Status IndexLoader::AddScope(const Scope& scope) {
+  Impl& l = *impl_;
+  if (l.in_blocks) return Bad("scope after the blocks");
+  l.im.WLock();
+  const uint32_t id = l.im.InternScope(scope);
+  if (id != l.scope_map.size()) {  // the index is fresh: a new scope takes the next id
+    return Bad("duplicate scope " + scope.ToString());
+  }
+  l.scope_map.push_back(id);
+  return Status::Ok();
+}
+
+Status IndexLoader::AddTier(const std::string& name) {
+  Impl& l = *impl_;
+  if (l.in_blocks) return Bad("tier after the blocks");
+  const size_t i = l.tier_map.size();
+  if (i >= kMaxTiers) return Bad("more than 16 tiers");
+  static constexpr const char* kFixed[] = {"GPU", "CPU", "DISK"};
+  if (i < 3) {
+    if (name != kFixed[i]) return Bad("tier " + std::to_string(i) + " is not " + kFixed[i]);
+    l.tier_map.push_back(static_cast<uint32_t>(i));
+    return Status::Ok();
+  }
+  const Tier tier = ParseTier(name);
+  if (tier.kind() != Tier::Kind::kOther || tier.name() != name) return Bad("bad tier name " + name);
+  const uint32_t t = l.im.TierIndex(tier, true);
+  if (t == kNone || std::find(l.tier_map.begin(), l.tier_map.end(), t) != l.tier_map.end()) {
+    return Bad("bad tier " + name);
+  }
+  l.tier_map.push_back(t);
+  return Status::Ok();
+}
+
+Status IndexLoader::BeginBlocks(uint64_t count) {
+  Impl& l = *impl_;
+  if (l.in_blocks) return Bad("blocks twice");
+  l.in_blocks = true;
+  l.expected = count;
+  l.im.WLock();
+  l.im.table.Reserve(std::min(count, kMaxReserve));
+  l.positions.reserve(std::min(count, kMaxReserve));
+  return Status::Ok();
+}
+
+Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
+                           std::span<const StatePresence> presences,
+                           std::span<const uint64_t> hashes, std::span<const uint64_t> engines) {
+  Impl& l = *impl_;
+  PrefixIndex::Impl& im = l.im;
+  if (!l.in_blocks) return Bad("block before the blocks");
+  if (hashes.size() > l.expected - l.positions.size()) return Bad("more blocks than declared");
+  if (state_scope >= l.scope_map.size()) return Bad("block of unknown scope");
+  if (ns > im.instances.size()) return Bad("block of unknown key space");
+  if (presences.empty()) return Bad("block without presence");
+  if (!engines.empty() && (engines.size() != hashes.size() || presences.size() != 1)) {
+    return Bad("engine hashes with a block of several holders");
+  }
+  // The presences, checked once for the run: holders mapped, tier bits mapped, no duplicate.
+  l.run.clear();
+  for (const StatePresence& p : presences) {
+    if (p.holder >= l.holder_map.size()) return Bad("presence of unknown holder");
+    if (p.tiers == 0) return Bad("presence without tier");
+    const uint16_t h = l.holder_map[p.holder];
+    for (const auto& [other, unused] : l.run) {
+      if (other == h) return Bad("duplicate presence");
+    }
+    for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+      if (static_cast<uint32_t>(std::countr_zero(m)) >= l.tier_map.size()) {
+        return Bad("presence in unknown tier");
+      }
+    }
+    uint16_t tiers = 0;
+    for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+      tiers |= static_cast<uint16_t>(1u << l.tier_map[static_cast<uint32_t>(std::countr_zero(m))]);
+    }
+    l.run.emplace_back(h, tiers);
+  }
+  const uint32_t scope = l.scope_map[state_scope];
+  Instance* engine_inst = engines.empty() ? nullptr : im.instances[im.holders[l.run[0].first].inst].get();
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if (im.table.NeedsGrow()) im.GrowOutside(im.table);
+    if (engine_inst != nullptr && engine_inst->engine.NeedsGrow()) im.GrowOutside(engine_inst->engine);
+    im.WLock();
+    if (i + kAhead < hashes.size()) {
+      im.table.Prefetch(KeyHash(hashes[i + kAhead], scope, ns));
+      if (engine_inst != nullptr) engine_inst->engine.Prefetch(EngineMix(engines[i + kAhead]));
+    }
+    const uint64_t hash = hashes[i];
+    const uint64_t h = KeyHash(hash, scope, ns);
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
+    const auto [pos, found] = im.table.FindOrSlot(h, [&](const BlockSlot& s) {
+      if (s.tag != tag) return false;
+      const Block& b = im.block(s.idx);
+      return b.hash == hash && b.scope == scope && b.ns == ns;
+    });
+    if (found) return Bad("duplicate block");
+    const uint32_t idx = im.AllocBlock(hash, scope, ns, h, pos);
+    l.positions.push_back(idx);
+    for (const auto& [holder, tiers] : l.run) {
+      for (uint16_t m = tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        im.AddPresence(idx, holder, static_cast<uint32_t>(std::countr_zero(m)));
+      }
+    }
+    if (engine_inst != nullptr) im.EngineSet(*engine_inst, engines[i], EngineMix(engines[i]), idx);
+    im.Tick();
+  }
+  return Status::Ok();
+}
+
+void IndexLoader::ReserveEngine(uint32_t instance, uint64_t count) {
+  PrefixIndex::Impl& im = impl_->im;
+  if (instance >= im.instances.size()) return;
+  im.WLock();
+  Instance& inst = *im.instances[instance];
+  inst.engine.Reserve(inst.engine.size() + std::min(count, kMaxReserve));
+}
+
+Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) {
+  Impl& l = *impl_;
+  PrefixIndex::Impl& im = l.im;
+  if (instance >= im.instances.size()) return Bad("engine entry of unknown instance");
+  if (entry.block >= l.positions.size()) return Bad("engine entry of unknown block");
+  Instance& inst = *im.instances[instance];
+  im.GrowOutside(inst.engine);
+  im.WLock();
+  im.EngineSet(inst, entry.engine, EngineMix(entry.engine), l.positions[entry.block]);
+  im.Tick();
+  return Status::Ok();
+}
+
+Status IndexLoader::SetInstance(uint32_t ii, const StateInstance& si) {
+  Impl& l = *impl_;
+  PrefixIndex::Impl& im = l.im;
+  if (ii >= im.instances.size() || im.instances[ii]->name != si.name) {
+    return Bad("instance " + std::to_string(ii) + " is not " + si.name);
+  }
+  im.WLock();
+  Instance& inst = *im.instances[ii];
+  inst.listed = si.listed;
+  inst.block_size = si.block_size;
+  inst.orphans = si.orphans;
+  for (const StatePartial& sp : si.partials) {
+    if (sp.scope >= l.scope_map.size()) return Bad("partial block of unknown scope");
+    Partial p;
+    p.scope = l.scope_map[sp.scope];
+    p.has_before = sp.before.has_value();
+    p.before = sp.before.value_or(0);
+    p.tokens = sp.tokens;
+    inst.partials[sp.key] = std::move(p);
+  }
+  for (const StateObject& so : si.objects) {
+    std::vector<BlockRef> refs;
+    refs.reserve(so.blocks.size());
+    for (uint32_t b : so.blocks) {
+      if (b >= l.positions.size()) return Bad("object of unknown block");
+      refs.push_back({l.positions[b], im.block(l.positions[b]).gen});
+    }
+    inst.objects[so.key] = std::move(refs);
+  }
+  im.RefreshQuery(ii);
+  return Status::Ok();
+}
+
+Status IndexLoader::Finish(const StateCounters& counters) {
+  Impl& l = *impl_;
+  PrefixIndex::Impl& im = l.im;
+  if (l.positions.size() != l.expected) return Bad("fewer blocks than declared");
+  im.WLock();
+  im.orphans = counters.orphans;
+  im.tokenless = counters.tokenless;
+  im.unmapped = counters.unmapped;
+  im.evictions = counters.evictions;
+  if (im.evicting()) {
+    ApplyResult r;
+    im.MaybeEvict(r);
+  }
+  im.WUnlock();
+  return Status::Ok();
+}
+
+}  // namespace kvindex
