@@ -17,14 +17,15 @@ import sys
 
 # Directions the project promises whatever the table says (docs/architecture.md "Layers").
 FORBIDDEN = {
-    "core": {"index", "json", "codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "json": {"index", "codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "index": {"codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "codec": {"index", "ingest", "query", "sim", "zmq", "http"},
-    "files": {"index", "codec", "ingest", "query", "sim", "zmq", "http"},
-    "sim": {"zmq", "http", "ingest", "query"},
-    "query": {"zmq", "http"},
-    "zmq": {"http"},
+    "core": {"index", "json", "codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "json": {"index", "codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "index": {"codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "codec": {"index", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "files": {"index", "codec", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "sim": {"zmq", "http", "ingest", "query", "nats"},
+    "query": {"zmq", "http", "nats"},
+    "zmq": {"http", "nats"},
+    "nats": {"zmq", "http"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 

@@ -21,8 +21,13 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 
 class SubscriberBackend : public ServerBackend {
  public:
-  SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources)
-      : subscriber_(subscriber), configs_(std::move(sources)) {}
+  SubscriberBackend(Subscriber* subscriber, std::vector<SourceConfig> sources,
+                    std::function<std::optional<JournalServing>()> journal)
+      : subscriber_(subscriber), configs_(std::move(sources)), journal_(std::move(journal)) {}
+
+  std::optional<JournalServing> Journal() const override {
+    return journal_ ? journal_() : std::nullopt;
+  }
 
   std::vector<ServedSource> Sources() const override {
     const SubscriberStatus status = subscriber_->status();
@@ -94,13 +99,14 @@ class SubscriberBackend : public ServerBackend {
   mutable std::mutex mutex_;
   std::vector<SourceConfig> configs_;
   std::set<std::string> unregistered_;
+  std::function<std::optional<JournalServing>()> journal_;
 };
 
 }  // namespace
 
 class HttpServing {
  public:
-  std::unique_ptr<SubscriberBackend> backend;
+  std::unique_ptr<ServerBackend> backend;
   std::unique_ptr<QueryServer> server;
 };
 
@@ -128,11 +134,20 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
       ->check(CLI::Range(1, 65536));
 }
 
-Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
-                                                      const std::string& config_path,
-                                                      PrefixIndex& index,
-                                                      Subscriber& subscriber,
-                                                      const std::vector<SourceConfig>& sources) {
+Result<std::shared_ptr<HttpServing>> StartHttpServing(
+    const HttpCliOptions& options, const std::string& config_path, PrefixIndex& index,
+    Subscriber& subscriber, const std::vector<SourceConfig>& sources,
+    std::function<std::optional<JournalServing>()> journal) {
+  // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
+  return StartHttpServingWith(
+      options, config_path, index,
+      std::make_unique<SubscriberBackend>(&subscriber, sources, std::move(journal)));
+}
+
+Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& options,
+                                                          const std::string& config_path,
+                                                          PrefixIndex& index,
+                                                          std::unique_ptr<ServerBackend> backend) {
   std::string address;
   if (options.given) {
     address = options.address.empty() ? kDefaultHttpAddress : options.address;
@@ -151,8 +166,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   }
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
-  // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, sources);
+  serving->backend = std::move(backend);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;

@@ -141,7 +141,7 @@ ServiceAnswer QueryService::Handle(std::string_view method, std::string_view pat
   } else if (path == "/instances") {
     out = Instances();
   } else if (path == "/metrics") {
-    out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_);
+    out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_, backend_.Journal());
     answer.content_type = kPrometheusText;
   } else {
     out = Healthz();
@@ -158,6 +158,8 @@ int QueryService::Query(std::string_view body, std::string& out) {
     return HttpStatusFor(parsed.status());
   }
   const QueryRequest& request = *parsed;
+  // A replica names the journal position its index had reached before the match (at least).
+  const std::optional<JournalServing> journal = backend_.Journal();
   Result<PrefixMatch> match = request.kind == QueryKind::kEngineHashes
                                   ? index_.MatchEngineHashes(request.match, request.engine_hashes)
                               : request.kind == QueryKind::kPrefixHashes
@@ -181,6 +183,10 @@ int QueryService::Query(std::string_view body, std::string& out) {
     }
     out.pop_back();  // the answer's closing brace
     out += ",\"explain\":" + RenderExplanations(*why) + "}";
+  }
+  if (journal && journal->replica && !options_.conductor_compat) {
+    out.pop_back();
+    out += ",\"journal_seq\":" + std::to_string(journal->applied_seq) + "}";
   }
   return 200;
 }
@@ -323,7 +329,22 @@ std::string QueryService::Instances() const {
 }
 
 std::string QueryService::Healthz() const {
-  return Dump(Json{{"status", "ok"}, {"blocks", index_.stats().blocks}});
+  Json out{{"status", "ok"}, {"blocks", index_.stats().blocks}};
+  if (const std::optional<JournalServing> j = backend_.Journal()) {
+    out["journal"] = j->replica ? Json{{"role", "replica"},
+                                       {"connected", j->connected},
+                                       {"applied_seq", j->applied_seq},
+                                       {"stream_last_seq", j->stream_last_seq},
+                                       {"lag", j->lag}}
+                                : Json{{"role", "ingester"},
+                                       {"connected", j->connected},
+                                       {"records_pending", j->records_pending},
+                                       {"bytes_pending", j->bytes_pending},
+                                       {"last_acked_seq", j->last_acked_seq},
+                                       {"lost_records", j->lost_records},
+                                       {"lost_bytes", j->lost_bytes}};
+  }
+  return Dump(out);
 }
 
 }  // namespace kvindex

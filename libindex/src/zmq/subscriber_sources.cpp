@@ -81,9 +81,8 @@ Status Subscriber::Impl::Define(std::unique_ptr<Source> source) {
     id = added;
   }
   source->id = *id;
-  if (recorder != nullptr) {
-    KVINDEX_RETURN_IF_ERROR(recorder->WriteSourceDefinition(*id, json, RealtimeNs()));
-  }
+  RecordText(CaptureRecordType::kSourceDefinition, *id, json);
+  KVINDEX_RETURN_IF_ERROR(fatal);
   if (sources.size() <= id->value) sources.resize(id->value + 1);
   sources[id->value] = std::move(source);
   return Status::Ok();

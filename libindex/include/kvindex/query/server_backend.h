@@ -10,6 +10,7 @@
 #define KVINDEX_QUERY_SERVER_BACKEND_H_
 
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,25 @@ struct ServedSource {
   TransportCounters transport;  // live messages, bytes, replay traffic (source_counters.h)
 };
 
+// The event journal as a serving process sees it (docs/scale-out.md): an ingester publishing to
+// it (`subscribe --journal`) or a replica applying it (`subscribe --from-journal`).
+struct JournalServing {
+  bool replica = false;
+  bool connected = false;
+  // Replica: the stream sequence of the latest record applied, the stream's last sequence as last
+  // seen, and the difference.
+  uint64_t applied_seq = 0;
+  uint64_t stream_last_seq = 0;
+  uint64_t lag = 0;
+  // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
+  // the journal lost (records dropped while its buffer was full).
+  uint64_t records_pending = 0;
+  uint64_t bytes_pending = 0;
+  uint64_t last_acked_seq = 0;
+  uint64_t lost_records = 0;
+  uint64_t lost_bytes = 0;
+};
+
 // What the process knows besides the index, and the writer-side operations.
 class ServerBackend {
  public:
@@ -45,6 +65,8 @@ class ServerBackend {
   // Purges every presence of `instance` and unlists it (POST /unregister) on the writer; blocks
   // until done. kNotFound for an unknown instance.
   virtual Result<ApplyResult> Unregister(const std::string& instance) = 0;
+  // The journal's state when the process publishes or applies one; nullopt otherwise. Any thread.
+  virtual std::optional<JournalServing> Journal() const { return std::nullopt; }
 };
 
 // A backend for a process whose writer is whichever thread calls it (tests, offline serving):
