@@ -106,7 +106,7 @@ class SubscriberBackend : public ServerBackend {
 
 class HttpServing {
  public:
-  std::unique_ptr<ServerBackend> backend;
+  std::unique_ptr<ServerBackend> owned_backend;  // the subscriber's (a replica keeps its own)
   std::unique_ptr<QueryServer> server;
 };
 
@@ -139,15 +139,16 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(
     Subscriber& subscriber, const std::vector<SourceConfig>& sources,
     std::function<std::optional<JournalServing>()> journal) {
   // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  return StartHttpServingWith(
-      options, config_path, index,
-      std::make_unique<SubscriberBackend>(&subscriber, sources, std::move(journal)));
+  auto backend = std::make_unique<SubscriberBackend>(&subscriber, sources, std::move(journal));
+  KVINDEX_ASSIGN_OR_RETURN(auto serving, StartHttpServingWith(options, config_path, index, *backend));
+  if (serving) serving->owned_backend = std::move(backend);
+  return serving;
 }
 
 Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& options,
                                                           const std::string& config_path,
                                                           PrefixIndex& index,
-                                                          std::unique_ptr<ServerBackend> backend) {
+                                                          ServerBackend& backend) {
   std::string address;
   if (options.given) {
     address = options.address.empty() ? kDefaultHttpAddress : options.address;
@@ -166,7 +167,6 @@ Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& 
   }
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
-  serving->backend = std::move(backend);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;
@@ -174,7 +174,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& 
   server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";
   KVINDEX_ASSIGN_OR_RETURN(serving->server,
-                           QueryServer::Start(index, *serving->backend, server_options));
+                           QueryServer::Start(index, backend, server_options));
   std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", listen.host.c_str(),
                static_cast<unsigned>(serving->server->port()));
   return serving;

@@ -43,11 +43,11 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(
     Subscriber& subscriber, const std::vector<SourceConfig>& sources,
     std::function<std::optional<JournalServing>()> journal = {});
 
-// The same with a backend of the caller's (a replica's); `backend` is kept until the server stops.
+// The same with a backend of the caller's (a replica's), which must outlive the serving.
 Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& options,
                                                           const std::string& config_path,
                                                           PrefixIndex& index,
-                                                          std::unique_ptr<ServerBackend> backend);
+                                                          ServerBackend& backend);
 
 // Stops accepting and finishes the requests in flight. Null-safe.
 void StopHttpServing(const std::shared_ptr<HttpServing>& serving);

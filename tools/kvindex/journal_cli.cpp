@@ -211,7 +211,7 @@ Status RunReplica(const ReplicaRun& run) {
   auto owned = std::make_unique<ReplicaBackend>();
   ReplicaBackend* backend = owned.get();
   backend->Set(SnapshotOf(applier, false, 0));
-  KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServingWith(run.http, "", index, std::move(owned)));
+  KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServingWith(run.http, "", index, *backend));
   std::atomic<bool> stop{false};
   std::atomic<bool> done{false};
   Status result;
@@ -303,7 +303,7 @@ Status WriteJournalRecord(CaptureWriter& writer, const CaptureRecordView& r, Sou
 Status ExportJournal(const JournalOptions& journal, const std::string& out, bool overwrite,
                      const std::string& json_path) {
   KVINDEX_ASSIGN_OR_RETURN(auto reader,
-                           JournalReader::Open(journal, 1, std::chrono::milliseconds(5000)));
+                           JournalReader::Open(journal, 1, std::chrono::milliseconds(2000)));
   KVINDEX_ASSIGN_OR_RETURN(const uint64_t last, reader->LastSeq());
   CaptureWriterOptions writer_options;
   writer_options.overwrite = overwrite;

@@ -337,7 +337,8 @@ void JournalPublisher::Close(std::chrono::milliseconds drain) {
     std::unique_lock lock(m.mutex);
     m.cycle_ended = true;
     m.wake.notify_one();
-    while (!m.entries.empty() && SteadyClock::now() < deadline) {
+    // (Not while NATS is unreachable: nothing would be acknowledged.)
+    while (!m.entries.empty() && m.counters.connected && SteadyClock::now() < deadline) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       lock.lock();

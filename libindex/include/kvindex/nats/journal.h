@@ -90,8 +90,9 @@ class JournalPublisher : public CaptureRecordSink {
   void Put(std::span<const std::byte> record) override;
   void EndOfCycle() override;
 
-  // Waits up to `drain` for every kept record to be acknowledged, then stops the thread and
-  // closes the connection. The records still pending are reported by status(). Idempotent.
+  // Waits up to `drain` (while connected) for every kept record to be acknowledged, then stops
+  // the thread and closes the connection. The records still pending are reported by status().
+  // Idempotent.
   void Close(std::chrono::milliseconds drain);
 
   // Any thread.
