@@ -1,5 +1,5 @@
 // One capture record on its own, outside a file: the same bytes a capture file holds for it
-// (docs/capture-format.md, "Records": header, checksum, body), so anything that carries records
+// (docs/capture-format.md, "Record": header, checksum, body), so anything that carries records
 // elsewhere (the event journal, docs/scale-out.md) needs no format of its own. Encode*() build a
 // record the way CaptureWriter's Write*() do; ParseCaptureRecord() verifies one as CaptureReader
 // does. CaptureRecordSink is where a live recorder hands each record besides (or instead of) a
