@@ -12,7 +12,7 @@ nats=$base closed=$((base + 1)) pub=$((base + 2))
 SRC="a=vllm@tcp://127.0.0.1:$pub,model=m"
 
 run "$KVINDEX" subscribe --help
-for flag in --journal --journal-stream --journal-buffer --from-journal; do expect_stdout_contains "$flag"; done
+for flag in --journal --journal-stream --journal-buffer --journal-replicas --from-journal; do expect_stdout_contains "$flag"; done
 run "$KVINDEX" record --help
 for flag in --journal-stream --from-journal; do expect_stdout_contains "$flag"; done
 
@@ -31,6 +31,7 @@ usage --journal subscribe --source "$SRC" --journal nats://127.0.0.1:4222, --dur
 usage --journal-stream subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-stream a.b --duration 0.1
 usage --journal-stream subscribe --source "$SRC" --journal-stream s --duration 0.1
 usage --journal-buffer subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-buffer 0
+usage --journal-replicas subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-replicas 7
 usage --from-journal subscribe --from-journal nats://127.0.0.1:4222 --source "$SRC"
 usage --from-journal subscribe --from-journal nats://127.0.0.1:4222 --record "$TMP/x.kvcap"
 usage --from-journal record --from-journal nats://127.0.0.1:4222 --source "$SRC" --out "$TMP/x.kvcap"

@@ -32,6 +32,10 @@ void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_f
                     "Bytes of journal records kept while NATS is slow or down (default 256 MiB); "
                     "beyond it records are dropped and counted")
         ->check(cli::Positive());
+    cmd->add_option("--journal-replicas", options.replicas,
+                    "Replicas of the journal stream when --journal creates it (1-5, default 1; 3 "
+                    "in a JetStream cluster)")
+        ->check(CLI::Range(1, 5));
   }
   CLI::Option* from = cmd->add_option(
       "--from-journal", options.from,
@@ -56,6 +60,7 @@ Result<JournalOptions> MakeJournalOptions(const JournalCliOptions& options,
   KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
   out.stream = options.stream;
   out.buffer_bytes = options.buffer_bytes;
+  out.stream_replicas = options.replicas;
   return out;
 }
 
@@ -155,18 +160,18 @@ ReplicaSnapshot SnapshotOf(const JournalApplier& applier, bool connected, uint64
   return out;
 }
 
-// The consumer thread: opens the journal (waiting for NATS and the stream), applies every entry,
-// refreshes the snapshot about every 200 ms.
-Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
-                      ReplicaBackend& backend, const std::atomic<bool>& stop) {
-  std::unique_ptr<JournalReader> reader;
+// Opens the journal from `start_seq`, waiting for NATS and the stream until it can or `stop`.
+// Null when stopped first.
+Result<std::unique_ptr<JournalReader>> OpenJournal(const JournalOptions& journal,
+                                                   uint64_t start_seq,
+                                                   const std::atomic<bool>& stop) {
   bool told = false;
   while (!stop.load()) {
     Result<std::unique_ptr<JournalReader>> opened =
-        JournalReader::Open(journal, 1, std::chrono::milliseconds(500));
+        JournalReader::Open(journal, start_seq, std::chrono::milliseconds(500));
     if (opened.ok()) {
-      reader = std::move(*opened);
-      break;
+      if (told) Log(LogLevel::kInfo, "replica: journal '" + journal.stream + "' opened");
+      return opened;
     }
     if (opened.status().code() == StatusCode::kInvalidArgument) return opened.status();
     if (!told) {
@@ -175,16 +180,29 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  return std::unique_ptr<JournalReader>();
+}
+
+// The consumer thread: opens the journal, applies every entry, refreshes the snapshot about
+// every 200 ms. A consumer that delivers nothing for 2 s while the stream holds more (a cluster
+// node lost under it) is opened again after the last sequence applied.
+Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
+                      ReplicaBackend& backend, const std::atomic<bool>& stop) {
+  KVINDEX_ASSIGN_OR_RETURN(std::unique_ptr<JournalReader> reader, OpenJournal(journal, 1, stop));
   if (!reader) return Status::Ok();
-  if (told) Log(LogLevel::kInfo, "replica: journal '" + journal.stream + "' opened");
   JournalEntry entry;
   uint64_t last_seq = 0;
   bool connected = true;
   auto next_refresh = SteadyClock::now();
+  auto last_delivery = SteadyClock::now();
   while (!stop.load()) {
     if (reader->Next(entry, std::chrono::milliseconds(50))) {
-      KVINDEX_RETURN_IF_ERROR(applier.Apply(entry).WithContext(
-          "journal seq " + std::to_string(entry.stream_seq)));
+      last_delivery = SteadyClock::now();
+      // Every sequence is applied once, also when a reopened consumer repeats one.
+      if (entry.stream_seq > applier.stats().applied_seq) {
+        KVINDEX_RETURN_IF_ERROR(applier.Apply(entry).WithContext(
+            "journal seq " + std::to_string(entry.stream_seq)));
+      }
       last_seq = std::max(last_seq, entry.stream_seq + entry.pending);
     }
     const auto now = SteadyClock::now();
@@ -194,6 +212,13 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       if (last.ok()) last_seq = std::max(last_seq, *last);
       backend.Set(SnapshotOf(applier, connected, last_seq));
       next_refresh = now + std::chrono::milliseconds(200);
+    }
+    if (last_seq > applier.stats().applied_seq && now - last_delivery > std::chrono::seconds(2)) {
+      reader.reset();
+      KVINDEX_ASSIGN_OR_RETURN(reader,
+                               OpenJournal(journal, applier.stats().applied_seq + 1, stop));
+      if (!reader) break;
+      last_delivery = SteadyClock::now();
     }
   }
   backend.Set(SnapshotOf(applier, connected, last_seq));

@@ -25,6 +25,7 @@ struct JournalCliOptions {
   std::string stream = "kvindex";
   bool stream_given = false;
   uint64_t buffer_bytes = uint64_t{256} << 20;
+  int replicas = 1;  // --journal-replicas
 };
 
 // --journal-stream (and, with `publish_flags`, --journal and --journal-buffer) on `cmd`; always

@@ -33,17 +33,28 @@ Result<std::unique_ptr<JournalReader>> JournalReader::Open(const JournalOptions&
                                                            std::chrono::milliseconds connect_wait) {
   if (options.servers.empty()) return Status::InvalidArgument("journal: no NATS server");
   KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  const auto deadline = SteadyClock::now() + connect_wait;
+  // A server that does not answer is retried for `connect_wait`; a server that answers but
+  // cannot serve the stream yet (a cluster electing the stream's leader after losing a node)
+  // for up to 15 s more.
+  const auto start = SteadyClock::now();
   for (;;) {
-    const Status connected = impl->link.Connect(options.servers, false, nullptr);
-    if (connected.ok()) break;
-    if (connected.code() != StatusCode::kUnavailable || SteadyClock::now() >= deadline) {
-      return connected;
+    bool reached = false;
+    Result<std::unique_ptr<JournalReader>> opened = TryOpen(options, start_seq, &reached);
+    const auto waited = SteadyClock::now() - start;
+    if (opened.ok() || opened.status().code() != StatusCode::kUnavailable ||
+        waited >= connect_wait + (reached ? std::chrono::seconds(15) : std::chrono::seconds(0))) {
+      return opened;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+Result<std::unique_ptr<JournalReader>> JournalReader::TryOpen(const JournalOptions& options,
+                                                              uint64_t start_seq, bool* reached) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  KVINDEX_RETURN_IF_ERROR(impl->link.Connect(options.servers, false, nullptr));
+  *reached = true;
   KVINDEX_RETURN_IF_ERROR(nats_internal::StreamLastSeq(impl->link.js(), options.stream).status());
   const std::string subjects = options.stream + ".>";
   jsSubOptions sub_options;

@@ -117,8 +117,9 @@ struct JournalEntry {
 class JournalReader {
  public:
   // Connects and creates an ordered consumer of every subject of `options.stream` from stream
-  // sequence `start_seq` (1 = the start). kUnavailable when NATS cannot be reached within
-  // `connect_wait`, kNotFound when the stream does not exist.
+  // sequence `start_seq` (1 = the start). kUnavailable when no server answers within
+  // `connect_wait` (or the stream cannot be served 15 s after that), kNotFound when the stream
+  // does not exist.
   static Result<std::unique_ptr<JournalReader>> Open(const JournalOptions& options,
                                                      uint64_t start_seq,
                                                      std::chrono::milliseconds connect_wait);
@@ -135,6 +136,9 @@ class JournalReader {
   struct Impl;
 
  private:
+  // One attempt; `*reached`: a server answered.
+  static Result<std::unique_ptr<JournalReader>> TryOpen(const JournalOptions& options,
+                                                        uint64_t start_seq, bool* reached);
   explicit JournalReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
