@@ -2,14 +2,16 @@
 # nats-server with JetStream on a free loopback port and a temporary store, stopped at the end,
 # and checks of replicas' HTTP answers against publish-fake's expected answers. Sourced after
 # lib.sh, live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (free_ports).
-command -v nats-server >/dev/null || { echo "FAIL: nats-server not found (scripts/setup.sh)"; exit 1; }
+# Debian installs it in /usr/sbin, which a user's PATH may lack.
+NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
+[ -x "$NATS_SERVER" ] || { echo "FAIL: nats-server not found (scripts/setup.sh installs it)"; exit 1; }
 
 # start_nats PORT [ARGS...]: starts nats-server -js on 127.0.0.1:PORT with the store
 # $TMP/js-PORT; sets NATS_PID and waits (<= 10 s) until it accepts connections.
 start_nats() {
   local port=$1
   shift
-  nats-server -js -sd "$TMP/js-$port" -a 127.0.0.1 -p "$port" "$@" >>"$TMP/nats-$port.log" 2>&1 &
+  "$NATS_SERVER" -js -sd "$TMP/js-$port" -a 127.0.0.1 -p "$port" "$@" >>"$TMP/nats-$port.log" 2>&1 &
   NATS_PID=$!
   PIDS+=("$NATS_PID")
   wait_port "$port" || fail "nats-server on port $port did not start"

@@ -270,6 +270,7 @@ Status RunReplica(const ReplicaRun& run) {
     }
   }
   consumer.join();
+  CloseJournalLibrary();  // the consumer's reader is gone
   StopHttpServing(http);
   const ReplicaSnapshot s = backend->Get();
   const IndexStats stats = index.stats();
@@ -359,6 +360,8 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
     ++records;
   }
   KVINDEX_RETURN_IF_ERROR(writer->Close());
+  reader.reset();
+  CloseJournalLibrary();
   std::printf("journal '%s': %llu records to seq %llu (%llu not capture records, skipped)\n"
               "capture: %s\n",
               journal.stream.c_str(), static_cast<unsigned long long>(records),

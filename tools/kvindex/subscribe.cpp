@@ -167,6 +167,10 @@ Status RunSubscribe(const SubscribeOptions& options) {
     if (journal) json["journal"] = JournalJson(journal->status());
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
   }
+  if (journal) {
+    journal.reset();
+    CloseJournalLibrary();
+  }
   KVINDEX_RETURN_IF_ERROR(outcome.status);
   return closed;
 }

@@ -53,7 +53,12 @@ Result<std::unique_ptr<JournalReader>> JournalReader::TryOpen(const JournalOptio
                                                               uint64_t start_seq, bool* reached) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  KVINDEX_RETURN_IF_ERROR(impl->link.Connect(options.servers, false, nullptr));
+  // JetStream requests (stream info, consumer creation) time out after 1 s and are retried: after
+  // a cluster lost a node, a quick retry is served sooner than one long wait.
+  jsOptions js_options;
+  jsOptions_Init(&js_options);
+  js_options.Wait = 1000;
+  KVINDEX_RETURN_IF_ERROR(impl->link.Connect(options.servers, false, &js_options));
   *reached = true;
   KVINDEX_RETURN_IF_ERROR(nats_internal::StreamLastSeq(impl->link.js(), options.stream).status());
   const std::string subjects = options.stream + ".>";

@@ -32,6 +32,8 @@ Result<std::vector<std::string>> ParseJournalServers(std::string_view text,
   return out;
 }
 
+void CloseJournalLibrary() { nats_CloseAndWait(2000); }
+
 Status CheckJournalStreamName(std::string_view name, std::string_view flag) {
   bool ok = !name.empty() && name.size() <= 64;
   for (const char c : name) {

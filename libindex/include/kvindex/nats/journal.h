@@ -61,6 +61,10 @@ Result<std::vector<std::string>> ParseJournalServers(std::string_view text, std:
 // Stream names are NATS subject tokens: letters, digits, '-' and '_' only. kInvalidArgument.
 Status CheckJournalStreamName(std::string_view name, std::string_view flag);
 
+// Releases the NATS client library's global state and waits (up to 2 s) for its threads to end.
+// Call once at the end of the process, after every publisher and reader is destroyed.
+void CloseJournalLibrary();
+
 struct JournalPublisherStatus {
   bool connected = false;
   bool stream_ready = false;        // the stream exists (found or created)
