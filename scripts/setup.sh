@@ -8,8 +8,10 @@ packages=(
   cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
   # libraries (never vendored, never downloaded at build time)
   libcli11-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libxxhash-dev nlohmann-json3-dev
-  libbenchmark-dev doctest-dev libcpp-httplib-dev libsimdjson-dev prometheus-cpp-dev
+  libbenchmark-dev doctest-dev libcpp-httplib-dev libsimdjson-dev prometheus-cpp-dev libnats-dev
   libboost-dev
+  # the event journal: the NATS JetStream client library, and the server the tests start
+  nats-server
   # independent oracles for the tests (Debian's python3, /usr/bin/python3)
   python3 python3-xxhash python3-msgpack python3-zmq
 )

@@ -17,14 +17,15 @@ import sys
 
 # Directions the project promises whatever the table says (docs/architecture.md "Layers").
 FORBIDDEN = {
-    "core": {"snapshot", "index", "json", "codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "json": {"snapshot", "index", "codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "index": {"snapshot", "codec", "files", "ingest", "query", "sim", "zmq", "http"},
-    "codec": {"snapshot", "index", "ingest", "query", "sim", "zmq", "http"},
-    "files": {"snapshot", "index", "codec", "ingest", "query", "sim", "zmq", "http"},
-    "sim": {"snapshot", "zmq", "http", "ingest", "query"},
-    "query": {"snapshot", "zmq", "http"},
-    "zmq": {"http"},
+    "core": {"snapshot", "index", "json", "codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "json": {"snapshot", "index", "codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "index": {"snapshot", "codec", "files", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "codec": {"snapshot", "index", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "files": {"snapshot", "index", "codec", "ingest", "query", "sim", "zmq", "http", "nats"},
+    "sim": {"snapshot", "zmq", "http", "ingest", "query", "nats"},
+    "query": {"snapshot", "zmq", "http", "nats"},
+    "zmq": {"http", "nats"},
+    "nats": {"zmq", "http"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 

@@ -28,9 +28,13 @@ constexpr const char* kDefaultHttpAddress = "127.0.0.1:13333";
 class SubscriberBackend : public ServerBackend {
  public:
   SubscriberBackend(Subscriber* subscriber, const PrefixIndex* index,
-                    std::vector<SourceConfig> sources)
-      : subscriber_(subscriber), index_(index), configs_(std::move(sources)),
-        started_ns_(RealtimeNs()) {}
+                    std::vector<SourceConfig> sources,
+                    std::function<std::optional<JournalServing>()> journal)
+      : subscriber_(subscriber),
+        index_(index),
+        configs_(std::move(sources)),
+        started_ns_(RealtimeNs()),
+        journal_(std::move(journal)) {}
 
   // A consistent state taken on the I/O thread, written in pieces of up to 256 KiB.
   SnapshotProducer Snapshot() const override {
@@ -52,6 +56,10 @@ class SubscriberBackend : public ServerBackend {
           });
       return n.ok() && (pending.empty() || flush());
     };
+  }
+
+  std::optional<JournalServing> Journal() const override {
+    return journal_ ? journal_() : std::nullopt;
   }
 
   std::vector<ServedSource> Sources() const override {
@@ -137,13 +145,14 @@ class SubscriberBackend : public ServerBackend {
   std::vector<SourceConfig> configs_;
   int64_t started_ns_;  // when the subscriber began listening (realtime ns)
   std::set<std::string> unregistered_;
+  std::function<std::optional<JournalServing>()> journal_;
 };
 
 }  // namespace
 
 class HttpServing {
  public:
-  std::unique_ptr<SubscriberBackend> backend;
+  std::unique_ptr<ServerBackend> owned_backend;  // the subscriber's (a replica keeps its own)
   std::unique_ptr<QueryServer> server;
 };
 
@@ -171,11 +180,23 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
       ->check(CLI::Range(1, 65536));
 }
 
-Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
-                                                      const std::string& config_path,
-                                                      PrefixIndex& index,
-                                                      Subscriber& subscriber,
-                                                      const std::vector<SourceConfig>& sources) {
+Result<std::shared_ptr<HttpServing>> StartHttpServing(
+    const HttpCliOptions& options, const std::string& config_path, PrefixIndex& index,
+    Subscriber& subscriber, const std::vector<SourceConfig>& sources,
+    std::function<std::optional<JournalServing>()> journal) {
+  // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
+  auto backend =
+      std::make_unique<SubscriberBackend>(&subscriber, &index, sources, std::move(journal));
+  KVINDEX_ASSIGN_OR_RETURN(auto serving,
+                           StartHttpServingWith(options, config_path, index, *backend));
+  if (serving) serving->owned_backend = std::move(backend);
+  return serving;
+}
+
+Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& options,
+                                                          const std::string& config_path,
+                                                          PrefixIndex& index,
+                                                          ServerBackend& backend) {
   std::string address;
   if (options.given) {
     address = options.address.empty() ? kDefaultHttpAddress : options.address;
@@ -194,8 +215,6 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   }
   KVINDEX_ASSIGN_OR_RETURN(const NetAddress listen, ParseListenAddress(address, "--http"));
   auto serving = std::make_shared<HttpServing>();
-  // The backend writes only through Subscriber::Submit (the I/O thread is the index's writer).
-  serving->backend = std::make_unique<SubscriberBackend>(&subscriber, &index, sources);
   QueryServerOptions server_options;
   server_options.host = listen.host;
   server_options.port = *listen.port;
@@ -203,7 +222,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& opti
   server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";
   KVINDEX_ASSIGN_OR_RETURN(serving->server,
-                           QueryServer::Start(index, *serving->backend, server_options));
+                           QueryServer::Start(index, backend, server_options));
   std::fprintf(stderr, "kvindex subscribe: serving HTTP on %s:%u\n", listen.host.c_str(),
                static_cast<unsigned>(serving->server->port()));
   return serving;

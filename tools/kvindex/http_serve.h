@@ -4,7 +4,9 @@
 #ifndef KVINDEX_TOOLS_HTTP_SERVE_H_
 #define KVINDEX_TOOLS_HTTP_SERVE_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "kvindex/core/status.h"
 #include "kvindex/http/query_server.h"
 #include "kvindex/index/prefix_index.h"
+#include "kvindex/query/server_backend.h"
 #include "kvindex/zmq/subscriber.h"
 
 namespace kvindex::cli {
@@ -34,11 +37,17 @@ class HttpServing;  // the running server and its backend
 // Starts serving when --http was given, or when the --config file has `http_server_port` (then on
 // 127.0.0.1:PORT). Returns null when not asked to serve. kInvalidArgument for a bad address or
 // --compat value, kUnavailable when the address cannot be bound.
-Result<std::shared_ptr<HttpServing>> StartHttpServing(const HttpCliOptions& options,
-                                                      const std::string& config_path,
-                                                      PrefixIndex& index,
-                                                      Subscriber& subscriber,
-                                                      const std::vector<SourceConfig>& sources);
+// `journal`, when set, reports the journal the subscriber publishes to (subscribe --journal).
+Result<std::shared_ptr<HttpServing>> StartHttpServing(
+    const HttpCliOptions& options, const std::string& config_path, PrefixIndex& index,
+    Subscriber& subscriber, const std::vector<SourceConfig>& sources,
+    std::function<std::optional<JournalServing>()> journal = {});
+
+// The same with a backend of the caller's (a replica's), which must outlive the serving.
+Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& options,
+                                                          const std::string& config_path,
+                                                          PrefixIndex& index,
+                                                          ServerBackend& backend);
 
 // Stops accepting and finishes the requests in flight. Null-safe.
 void StopHttpServing(const std::shared_ptr<HttpServing>& serving);

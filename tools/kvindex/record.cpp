@@ -13,6 +13,7 @@
 #include "kvindex/core/clock.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/zmq/subscriber.h"
+#include "journal_cli.h"
 #include "live.h"
 
 namespace kvindex::cli {
@@ -32,6 +33,7 @@ struct RecordOptions {
   double stats_interval = 5.0;
   bool overwrite = false;
   std::string json;
+  JournalCliOptions journal;
 };
 
 std::chrono::milliseconds Millis(double seconds) {
@@ -39,6 +41,15 @@ std::chrono::milliseconds Millis(double seconds) {
 }
 
 Status RunRecord(const RecordOptions& options) {
+  if (!options.journal.from.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(JournalOptions journal,
+                             MakeJournalOptions(options.journal, options.journal.from,
+                                                "--from-journal"));
+    return ExportJournal(journal, options.out, options.overwrite, options.json);
+  }
+  if (options.journal.stream_given) {
+    return Status::InvalidArgument("--journal-stream needs --from-journal");
+  }
   KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
                                                        options.auto_timeout));
   CaptureWriterOptions writer_options;
@@ -101,12 +112,16 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
       "record",
       "Record live KV-event sources into a capture file: raw frames, replayed batches marked, "
       "gaps/lost/restarts/malformed observed (docs/capture-format.md)");
-  cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
-      ->check(cli::Utf8());
-  cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-      ->check(CLI::ExistingFile)
-      ->check(cli::InputFile());
+  CLI::Option* source =
+      cmd->add_option("--source", options->sources,
+                      "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
+          ->check(cli::Utf8());
+  CLI::Option* config =
+      cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
+          ->check(CLI::ExistingFile)
+          ->check(cli::InputFile());
+  AddJournalOptions(cmd, options->journal, /*publish_flags=*/false, source);
+  cmd->get_option("--from-journal")->excludes(config);
   cmd->add_option("--out", options->out, "Capture file to create (rotated files: NAME.1.EXT, ...)")
       ->required();
   cmd->add_flag("--force", options->overwrite, "Overwrite --out if it exists");

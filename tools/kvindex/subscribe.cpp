@@ -16,6 +16,7 @@
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/zmq/subscriber.h"
 #include "http_serve.h"
+#include "journal_cli.h"
 #include "live.h"
 #include "snapshot_keeper.h"
 #include "snapshot_tools.h"
@@ -42,6 +43,7 @@ struct SubscribeOptions {
   double snapshot_interval = 60;
   uint64_t snapshot_keep = 3;
   HttpCliOptions http;
+  JournalCliOptions journal;
 };
 
 std::chrono::milliseconds Millis(double seconds) {
@@ -62,9 +64,39 @@ nlohmann::json IndexJson(const IndexStats& stats) {
           {"instances", instances}};
 }
 
+Status RunReplicaOf(const SubscribeOptions& options) {
+  if (!options.record.empty() || !options.warm_from.empty() || !options.journal.publish.empty() ||
+      !options.snapshot_dir.empty()) {
+    return Status::InvalidArgument(
+        "--from-journal: a replica takes no --record, --warm-from, --snapshot-dir or --journal");
+  }
+  ReplicaRun run;
+  KVINDEX_ASSIGN_OR_RETURN(run.journal,
+                           MakeJournalOptions(options.journal, options.journal.from,
+                                              "--from-journal"));
+  run.http = options.http;
+  run.max_blocks = options.max_blocks;
+  run.duration_s = options.duration;
+  run.stats_interval_s = options.stats_interval;
+  run.json = options.json;
+  run.index_json = IndexJson;
+  return RunReplica(run);
+}
+
 Status RunSubscribe(const SubscribeOptions& options) {
+  if (!options.journal.from.empty()) return RunReplicaOf(options);
+  if (options.journal.stream_given && options.journal.publish.empty()) {
+    return Status::InvalidArgument("--journal-stream needs --journal or --from-journal");
+  }
   KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
                                                        options.auto_timeout));
+  std::unique_ptr<JournalPublisher> journal;
+  if (!options.journal.publish.empty()) {
+    KVINDEX_ASSIGN_OR_RETURN(JournalOptions journal_options,
+                             MakeJournalOptions(options.journal, options.journal.publish,
+                                                "--journal"));
+    KVINDEX_ASSIGN_OR_RETURN(journal, JournalPublisher::Start(std::move(journal_options)));
+  }
   for (const auto& source : sources) {
     if ((source.format == "vllm" || source.format == "sglang") && source.model.empty()) {
       return Status::InvalidArgument("source '" + SourceDisplayName(source) + "' (" +
@@ -113,6 +145,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
   sub_options.stale_after = Millis(options.stale_after);
   sub_options.strict = options.strict;
   KVINDEX_ASSIGN_OR_RETURN(auto subscriber, Subscriber::Create(&index, writer.get(), sub_options));
+  if (journal) subscriber->SetRecordSink(journal.get());
   if (loaded) {
     KVINDEX_RETURN_IF_ERROR(subscriber->AdoptSources(loaded->sources, loaded->seq));
     std::fprintf(stderr, "kvindex subscribe: continuing from a snapshot: %llu resident blocks\n",
@@ -133,12 +166,20 @@ Status RunSubscribe(const SubscribeOptions& options) {
   run.command = "subscribe";
   run.duration_s = options.duration;
   run.stats_interval_s = options.stats_interval;
-  run.extra = [&index] {
-    return std::to_string(index.stats().blocks) + " resident blocks";
+  run.extra = [&index, &journal] {
+    std::string text = std::to_string(index.stats().blocks) + " resident blocks";
+    if (journal) text += ", " + JournalStatusText(journal->status());
+    return text;
   };
+  std::function<std::optional<JournalServing>()> journal_probe;
+  if (journal) {
+    journal_probe = [&journal]() -> std::optional<JournalServing> {
+      return ServingOf(journal->status());
+    };
+  }
   // The HTTP server (docs/http-api.md) queries `index` on its own threads; writes go through Submit().
   KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServing(options.http, options.config, index,
-                                                       *subscriber, sources));
+                                                       *subscriber, sources, journal_probe));
   std::unique_ptr<SnapshotKeeper> keeper;
   if (!options.snapshot_dir.empty()) {
     keeper = std::make_unique<SnapshotKeeper>(options.snapshot_dir, options.snapshot_interval,
@@ -157,6 +198,12 @@ Status RunSubscribe(const SubscribeOptions& options) {
   }
   Status closed;
   if (writer) closed = writer->Close();
+  if (journal) {
+    // The records still pending get a few seconds to reach the journal.
+    journal->Close(std::chrono::milliseconds(5000));
+    const JournalPublisherStatus js = journal->status();
+    std::printf("%s\n", JournalStatusText(js).c_str());
+  }
   const SubscriberStatus status = subscriber->status();
   const IndexStats stats = index.stats();
   std::string text = SummaryText(status, outcome.elapsed_s);
@@ -172,7 +219,12 @@ Status RunSubscribe(const SubscribeOptions& options) {
     json["command"] = "subscribe";
     json["index"] = IndexJson(stats);
     if (writer) json["files"] = writer->paths();
+    if (journal) json["journal"] = JournalJson(journal->status());
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
+  }
+  if (journal) {
+    journal.reset();
+    CloseJournalLibrary();
   }
   KVINDEX_RETURN_IF_ERROR(outcome.status);
   return closed;
@@ -186,12 +238,16 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       "subscribe",
       "Keep a live prefix index of KV-event sources (gap recovery, restarts, backfill), "
       "optionally recording a capture");
-  cmd->add_option("--source", options->sources,
-                  "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
-      ->check(cli::Utf8());
-  cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-      ->check(CLI::ExistingFile)
-      ->check(cli::InputFile());
+  CLI::Option* source =
+      cmd->add_option("--source", options->sources,
+                      "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
+          ->check(cli::Utf8());
+  CLI::Option* config =
+      cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
+          ->check(CLI::ExistingFile)
+          ->check(cli::InputFile());
+  AddJournalOptions(cmd, options->journal, /*publish_flags=*/true, source);
+  cmd->get_option("--from-journal")->excludes(config);
   cmd->add_option("--record", options->record, "Also record a capture to FILE");
   cmd->add_flag("--force", options->force, "Overwrite the --record file if it exists");
   cmd->add_option("--fsync-interval", options->fsync_interval,

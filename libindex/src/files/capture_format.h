@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 
 // Compiled inline, as in block_hash.cpp (same values as the shared library): most records are a
@@ -53,6 +54,39 @@ inline uint64_t RecordChecksum(const std::byte* record, size_t size) {
 
 // The checksum of a file header: XXH3-64 of its first 24 bytes.
 inline uint64_t FileHeaderChecksum(const std::byte* header) { return XXH3_64bits(header, 24); }
+
+// A record header (docs/capture-format.md "Records") for a record of `total` bytes at `p`, the
+// checksum left for SealRecord().
+inline void PutRecordHeader(std::byte* p, size_t total, uint8_t type, uint32_t source,
+                            int64_t recv_ns) {
+  PutLe32(p, static_cast<uint32_t>(total));
+  p[4] = static_cast<std::byte>(type);
+  p[5] = std::byte{0};
+  PutLe16(p + 6, 32);
+  PutLe64(p + 16, static_cast<uint64_t>(recv_ns));
+  PutLe32(p + 24, source);
+  PutLe32(p + 28, 0);
+}
+
+// Writes the checksum of the record at `p` (its length is in its header).
+inline void SealRecord(std::byte* p) { PutLe64(p + 8, RecordChecksum(p, GetLe32(p))); }
+
+// A message body: u32 frame count, then u32 length + bytes per frame.
+inline size_t FramesBodySize(std::span<const std::span<const std::byte>> frames) {
+  size_t size = 4;
+  for (const auto& frame : frames) size += 4 + frame.size();
+  return size;
+}
+inline void PutFramesBody(std::byte* p, std::span<const std::span<const std::byte>> frames) {
+  PutLe32(p, static_cast<uint32_t>(frames.size()));
+  p += 4;
+  for (const auto& frame : frames) {
+    PutLe32(p, static_cast<uint32_t>(frame.size()));
+    p += 4;
+    if (!frame.empty()) std::memcpy(p, frame.data(), frame.size());
+    p += frame.size();
+  }
+}
 
 // strerror(err), for messages.
 inline std::string ErrnoText(int err) { return std::strerror(err); }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kvindex/files/capture.h"
+#include "kvindex/files/capture_record.h"
 
 #include "capture_format.h"
 
@@ -103,6 +104,52 @@ Status CheckFileHeader(const std::byte* header, size_t available, const std::str
     return Status::Corrupt(name + ": byte 0: file header checksum mismatch");
   }
   return Status::Ok();
+}
+
+// Verifies the record at `p` (`available` bytes readable) and, when `record` is not null, fills
+// it. `*record_size` is the record's length (0: impossible); `*why` says what is wrong.
+template <typename Record>
+bool ParseRecordAt(const std::byte* p, size_t available, Record* record, size_t* record_size,
+                   Status* why) {
+  const uint32_t length = GetLe32(p);
+  const uint8_t type = static_cast<uint8_t>(p[4]);
+  if (length < kCaptureRecordHeaderSize || length > kCaptureRecordHeaderSize + kCaptureMaxBody ||
+      GetLe16(p + 6) != kCaptureRecordHeaderSize) {
+    *why = Status::Corrupt("record header: impossible length " + std::to_string(length));
+    *record_size = 0;
+    return false;
+  }
+  *record_size = length;
+  if (available < length) {
+    *why = Status::Corrupt("record of " + std::to_string(length) + " bytes is cut short after " +
+                           std::to_string(available) + " bytes");
+    return false;
+  }
+  if (GetLe64(p + 8) != RecordChecksum(p, length)) {
+    *why = Status::Corrupt("record checksum mismatch");
+    return false;
+  }
+  if (type == 0 || type > kMaxRecordType) {
+    *why = Status::Unsupported("unknown record type " + std::to_string(type));
+    return false;
+  }
+  if (record == nullptr) return true;
+  record->type = static_cast<CaptureRecordType>(type);
+  record->flags = static_cast<uint8_t>(p[5]);
+  record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
+  record->source = SourceId{GetLe32(p + 24)};
+  SetBody(
+      std::span<const std::byte>(p + kCaptureRecordHeaderSize, length - kCaptureRecordHeaderSize),
+      *record);
+  if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
+    if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
+      *why = Status::Malformed("message record: frame lengths do not add up to its body");
+      return false;
+    }
+  } else {
+    record->frames.clear();
+  }
+  return true;
 }
 
 }  // namespace
@@ -247,46 +294,7 @@ bool CaptureReader::Fill(size_t wanted) {
 template <typename Record>
 bool CaptureReader::ParseAt(size_t pos, size_t available, Record* record, size_t* record_size,
                             Status* why) const {
-  const std::byte* p = buffer_.data() + pos;
-  const uint32_t length = GetLe32(p);
-  const uint8_t type = static_cast<uint8_t>(p[4]);
-  if (length < kCaptureRecordHeaderSize || length > kCaptureRecordHeaderSize + kCaptureMaxBody ||
-      GetLe16(p + 6) != kCaptureRecordHeaderSize) {
-    *why = Status::Corrupt("record header: impossible length " + std::to_string(length));
-    *record_size = 0;
-    return false;
-  }
-  *record_size = length;
-  if (available < length) {
-    *why = Status::Corrupt("record of " + std::to_string(length) + " bytes is cut short after " +
-                           std::to_string(available) + " bytes");
-    return false;
-  }
-  if (GetLe64(p + 8) != RecordChecksum(p, length)) {
-    *why = Status::Corrupt("record checksum mismatch");
-    return false;
-  }
-  if (type == 0 || type > kMaxRecordType) {
-    *why = Status::Unsupported("unknown record type " + std::to_string(type));
-    return false;
-  }
-  if (record == nullptr) return true;
-  record->type = static_cast<CaptureRecordType>(type);
-  record->flags = static_cast<uint8_t>(p[5]);
-  record->recv_ns = static_cast<int64_t>(GetLe64(p + 16));
-  record->source = SourceId{GetLe32(p + 24)};
-  SetBody(
-      std::span<const std::byte>(p + kCaptureRecordHeaderSize, length - kCaptureRecordHeaderSize),
-      *record);
-  if (record->type == CaptureRecordType::kMessage || record->type == CaptureRecordType::kReplayed) {
-    if (!DecodeFrames(record->body.data(), record->body.size(), record->frames)) {
-      *why = Status::Malformed("message record: frame lengths do not add up to its body");
-      return false;
-    }
-  } else {
-    record->frames.clear();
-  }
-  return true;
+  return ParseRecordAt(buffer_.data() + pos, available, record, record_size, why);
 }
 
 void CaptureReader::Report(Status status, uint64_t offset, uint64_t skipped, bool tail) {
@@ -408,5 +416,22 @@ size_t CaptureReader::ScanForRecord() {
 
 bool CaptureReader::Next(CaptureRecord& record) { return ReadNext(record); }
 bool CaptureReader::NextView(CaptureRecordView& view) { return ReadNext(view); }
+
+Status ParseCaptureRecord(std::span<const std::byte> bytes, CaptureRecordView& view) {
+  if (bytes.size() < kCaptureRecordHeaderSize) {
+    return Status::Corrupt("record of " + std::to_string(bytes.size()) +
+                           " bytes is shorter than a record header");
+  }
+  size_t size = 0;
+  Status why;
+  if (!ParseRecordAt(bytes.data(), bytes.size(), &view, &size, &why)) return why;
+  if (size != bytes.size()) {
+    return Status::Corrupt("record of " + std::to_string(size) + " bytes in " +
+                           std::to_string(bytes.size()) + " bytes");
+  }
+  view.file_index = 0;
+  view.offset = 0;
+  return Status::Ok();
+}
 
 }  // namespace kvindex

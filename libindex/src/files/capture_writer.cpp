@@ -14,6 +14,7 @@
 
 #include "kvindex/core/clock.h"
 #include "kvindex/files/capture.h"
+#include "kvindex/files/capture_record.h"
 
 #include "capture_format.h"
 #include "capture_map.h"
@@ -45,7 +46,54 @@ Status WriteAll(int fd, const std::byte* data, size_t size, const std::string& p
   return Status::Ok();
 }
 
+Status TooLarge(size_t body_size) {
+  return Status::LimitExceeded("capture record body of " + std::to_string(body_size) +
+                               " bytes exceeds the maximum of " + std::to_string(kCaptureMaxBody));
+}
+
+// `out` = a record of `body_size` bytes of body; returns where the body goes.
+std::byte* StartRecord(std::vector<std::byte>& out, CaptureRecordType type, SourceId source,
+                       int64_t recv_ns, size_t body_size) {
+  const size_t total = kCaptureRecordHeaderSize + body_size;
+  out.resize(total);
+  capture_internal::PutRecordHeader(out.data(), total, static_cast<uint8_t>(type), source.value,
+                                    recv_ns);
+  return out.data() + kCaptureRecordHeaderSize;
+}
+
 }  // namespace
+
+Status EncodeCaptureFrames(std::vector<std::byte>& out, CaptureRecordType type, SourceId source,
+                           int64_t recv_ns, std::span<const std::span<const std::byte>> frames) {
+  const size_t body_size = capture_internal::FramesBodySize(frames);
+  if (body_size > kCaptureMaxBody) {
+    out.clear();
+    return TooLarge(body_size);
+  }
+  capture_internal::PutFramesBody(StartRecord(out, type, source, recv_ns, body_size), frames);
+  capture_internal::SealRecord(out.data());
+  return Status::Ok();
+}
+
+void EncodeCaptureObservation(std::vector<std::byte>& out, CaptureRecordType type,
+                              SourceId source, int64_t recv_ns, uint64_t first, uint64_t second) {
+  std::byte* body = StartRecord(out, type, source, recv_ns, 16);
+  PutLe64(body, first);
+  PutLe64(body + 8, second);
+  capture_internal::SealRecord(out.data());
+}
+
+Status EncodeCaptureText(std::vector<std::byte>& out, CaptureRecordType type, SourceId source,
+                         int64_t recv_ns, std::string_view text) {
+  if (text.size() > kCaptureMaxBody) {
+    out.clear();
+    return TooLarge(text.size());
+  }
+  std::byte* body = StartRecord(out, type, source, recv_ns, text.size());
+  if (!text.empty()) std::memcpy(body, text.data(), text.size());
+  capture_internal::SealRecord(out.data());
+  return Status::Ok();
+}
 
 std::string RotatedCapturePath(const std::string& base, size_t index) {
   if (index == 0) return base;
@@ -181,13 +229,7 @@ std::byte* CaptureWriter::BeginRecord(CaptureRecordType type, SourceId source, i
   if (appender_ != nullptr && pending_size_ == 0) p = appender_->Reserve(total);
   in_place_ = p != nullptr;
   if (!in_place_) p = ReservePending(total);
-  PutLe32(p, static_cast<uint32_t>(total));
-  p[4] = static_cast<std::byte>(type);
-  p[5] = std::byte{0};
-  PutLe16(p + 6, static_cast<uint16_t>(kCaptureRecordHeaderSize));
-  PutLe64(p + 16, static_cast<uint64_t>(recv_ns));
-  PutLe32(p + 24, source.value);
-  PutLe32(p + 28, 0);
+  capture_internal::PutRecordHeader(p, total, static_cast<uint8_t>(type), source.value, recv_ns);
   return p + kCaptureRecordHeaderSize;
 }
 
@@ -208,7 +250,7 @@ std::byte* CaptureWriter::ReservePending(size_t total) {
 Status CaptureWriter::FinishRecord() {
   std::byte* p = in_place_ ? appender_->Reserved() : pending_.get() + record_start_;
   const size_t total = GetLe32(p);  // the length BeginRecord() wrote
-  PutLe64(p + 8, RecordChecksum(p, total));
+  capture_internal::SealRecord(p);
   file_bytes_ += total;
   bytes_written_ += total;
   ++records_written_;
@@ -230,11 +272,7 @@ Status CaptureWriter::WriteRecord(CaptureRecordType type, SourceId source, int64
   if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
   size_t body_size = 0;
   for (const auto& part : body_parts) body_size += part.size();
-  if (body_size > kCaptureMaxBody) {
-    return Status::LimitExceeded("capture record body of " + std::to_string(body_size) +
-                                 " bytes exceeds the maximum of " +
-                                 std::to_string(kCaptureMaxBody));
-  }
+  if (body_size > kCaptureMaxBody) return TooLarge(body_size);
   std::byte* body = BeginRecord(type, source, recv_ns, body_size);
   for (const auto& part : body_parts) {
     if (!part.empty()) std::memcpy(body, part.data(), part.size());
@@ -277,21 +315,9 @@ Status CaptureWriter::WriteFrames(CaptureRecordType type, SourceId source, int64
                                   std::span<const std::span<const std::byte>> frames) {
   if (fd_ < 0) return Status::IoError(base_path_ + ": capture writer is closed");
   // Body: u32 frame count, then u32 length + bytes per frame, built in place.
-  size_t body_size = 4;
-  for (const auto& frame : frames) body_size += 4 + frame.size();
-  if (body_size > kCaptureMaxBody) {
-    return Status::LimitExceeded("message of " + std::to_string(body_size) +
-                                 " bytes exceeds the capture record maximum");
-  }
-  std::byte* p = BeginRecord(type, source, recv_ns, body_size);
-  PutLe32(p, static_cast<uint32_t>(frames.size()));
-  p += 4;
-  for (const auto& frame : frames) {
-    PutLe32(p, static_cast<uint32_t>(frame.size()));
-    p += 4;
-    if (!frame.empty()) std::memcpy(p, frame.data(), frame.size());
-    p += frame.size();
-  }
+  const size_t body_size = capture_internal::FramesBodySize(frames);
+  if (body_size > kCaptureMaxBody) return TooLarge(body_size);
+  capture_internal::PutFramesBody(BeginRecord(type, source, recv_ns, body_size), frames);
   return FinishRecord();
 }
 

@@ -51,8 +51,9 @@ MetricFamily GaugeFamily(std::string name, std::string help, double value) {
 class ServingCollector final : public prometheus::Collectable {
  public:
   ServingCollector(const PrefixIndex& index, std::span<const ServedSource> sources,
-                   const RequestMetrics& metrics, const ConnectionGauges& gauges)
-      : index_(index), sources_(sources), metrics_(metrics), gauges_(gauges) {}
+                   const RequestMetrics& metrics, const ConnectionGauges& gauges,
+                   const std::optional<JournalServing>& journal)
+      : index_(index), sources_(sources), metrics_(metrics), gauges_(gauges), journal_(journal) {}
 
   // The families in the documented order (docs/http-api.md, "GET /metrics").
   std::vector<MetricFamily> Collect() const override {
@@ -115,6 +116,7 @@ class ServingCollector final : public prometheus::Collectable {
         GaugeFamily("kvindex_http_connections", "HTTP connections open.",
                     static_cast<double>(gauges_.connections.load(std::memory_order_relaxed))));
     out.push_back(LatencyFamily());
+    if (journal_) AddJournal(*journal_, out);
     return out;
   }
 
@@ -210,6 +212,31 @@ class ServingCollector final : public prometheus::Collectable {
     out.push_back(std::move(since));
   }
 
+  // The journal's gauges (docs/scale-out.md, "Monitoring").
+  static void AddJournal(const JournalServing& j, std::vector<MetricFamily>& out) {
+    const auto gauge = [&out](const char* name, const char* help, uint64_t value) {
+      out.push_back(GaugeFamily(name, help, static_cast<double>(value)));
+    };
+    gauge("kvindex_journal_connected", "1 while connected to NATS.", j.connected ? 1 : 0);
+    if (j.replica) {
+      gauge("kvindex_journal_applied_seq", "Stream sequence of the latest journal record applied.",
+            j.applied_seq);
+      gauge("kvindex_journal_stream_last_seq", "The journal stream's last sequence (last seen).",
+            j.stream_last_seq);
+      gauge("kvindex_journal_lag", "Journal records not applied yet (stream last - applied).",
+            j.lag);
+      return;
+    }
+    gauge("kvindex_journal_records_pending", "Records kept for the journal, not acknowledged yet.",
+          j.records_pending);
+    gauge("kvindex_journal_bytes_pending", "Bytes of the records pending.", j.bytes_pending);
+    gauge("kvindex_journal_last_acked_seq", "Highest stream sequence the journal acknowledged.",
+          j.last_acked_seq);
+    gauge("kvindex_journal_lost_records", "Records the journal lost (buffer full; cumulative).",
+          j.lost_records);
+    gauge("kvindex_journal_lost_bytes", "Bytes of the records lost (cumulative).", j.lost_bytes);
+  }
+
   MetricFamily LatencyFamily() const {
     MetricFamily family =
         Family("kvindex_http_query_duration_seconds",
@@ -233,13 +260,15 @@ class ServingCollector final : public prometheus::Collectable {
   std::span<const ServedSource> sources_;
   const RequestMetrics& metrics_;
   const ConnectionGauges& gauges_;
+  const std::optional<JournalServing>& journal_;
 };
 
 }  // namespace
 
 std::string RenderMetricsText(const PrefixIndex& index, std::span<const ServedSource> sources,
-                              const RequestMetrics& metrics, const ConnectionGauges& gauges) {
-  const ServingCollector collector(index, sources, metrics, gauges);
+                              const RequestMetrics& metrics, const ConnectionGauges& gauges,
+                              const std::optional<JournalServing>& journal) {
+  const ServingCollector collector(index, sources, metrics, gauges, journal);
   return prometheus::TextSerializer().Serialize(collector.Collect());
 }
 

@@ -7,6 +7,7 @@
 #ifndef KVINDEX_SRC_QUERY_METRICS_TEXT_H_
 #define KVINDEX_SRC_QUERY_METRICS_TEXT_H_
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -17,8 +18,10 @@
 namespace kvindex {
 
 // Returns the whole text. The arguments are read during the call only.
+// `journal`: the kvindex_journal_* gauges, when the process has a journal.
 std::string RenderMetricsText(const PrefixIndex& index, std::span<const ServedSource> sources,
-                              const RequestMetrics& metrics, const ConnectionGauges& gauges);
+                              const RequestMetrics& metrics, const ConnectionGauges& gauges,
+                              const std::optional<JournalServing>& journal);
 
 }  // namespace kvindex
 

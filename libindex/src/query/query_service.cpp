@@ -194,7 +194,7 @@ void QueryService::Handle(std::string_view method, std::string_view path, std::s
       code = 501;
     }
   } else if (path == "/metrics") {
-    out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_);
+    out = RenderMetricsText(index_, backend_.Sources(), metrics_, gauges_, backend_.Journal());
     answer.content_type = kPrometheusText;
   } else {
     out = Healthz();
@@ -213,6 +213,8 @@ int QueryService::Query(std::string_view body, std::string& out) {
     out = ErrorBody(parsed.message());
     return HttpStatusFor(parsed);
   }
+  // A replica names the journal position its index had reached before the match (at least).
+  const std::optional<JournalServing> journal = backend_.Journal();
   PrefixMatch* match = &match_storage;
   if (const Status matched = MatchRequest(index_, request, *match); !matched.ok()) {
     out = ErrorBody(matched.message());
@@ -246,6 +248,10 @@ int QueryService::Query(std::string_view body, std::string& out) {
     for (const MatchExplanation& e : *why) metrics_.CountExplanation(e.reason);
     out.pop_back();  // the answer's closing brace
     out += ",\"explain\":" + RenderExplanations(*why) + "}";
+  }
+  if (journal && journal->replica && !options_.conductor_compat) {
+    out.pop_back();
+    out += ",\"journal_seq\":" + std::to_string(journal->applied_seq) + "}";
   }
   return 200;
 }
@@ -391,7 +397,22 @@ std::string QueryService::Instances() const {
 }
 
 std::string QueryService::Healthz() const {
-  return Dump(Json{{"status", "ok"}, {"blocks", index_.stats().blocks}});
+  Json out{{"status", "ok"}, {"blocks", index_.stats().blocks}};
+  if (const std::optional<JournalServing> j = backend_.Journal()) {
+    out["journal"] = j->replica ? Json{{"role", "replica"},
+                                       {"connected", j->connected},
+                                       {"applied_seq", j->applied_seq},
+                                       {"stream_last_seq", j->stream_last_seq},
+                                       {"lag", j->lag}}
+                                : Json{{"role", "ingester"},
+                                       {"connected", j->connected},
+                                       {"records_pending", j->records_pending},
+                                       {"bytes_pending", j->bytes_pending},
+                                       {"last_acked_seq", j->last_acked_seq},
+                                       {"lost_records", j->lost_records},
+                                       {"lost_bytes", j->lost_bytes}};
+  }
+  return Dump(out);
 }
 
 }  // namespace kvindex

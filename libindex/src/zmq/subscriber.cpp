@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <utility>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -123,6 +124,8 @@ Result<std::unique_ptr<Subscriber>> Subscriber::Create(PrefixIndex* index, Captu
   return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
 }
 
+void Subscriber::SetRecordSink(CaptureRecordSink* sink) { impl_->tap = sink; }
+
 Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
   Impl& m = *impl_;
   if (m.added_any) return Status::Internal("subscriber: WarmFrom() after AddSource()");
@@ -130,10 +133,11 @@ Status Subscriber::WarmFrom(const std::vector<std::string>& capture_paths) {
   KVINDEX_ASSIGN_OR_RETURN(auto reader, CaptureReader::Open(capture_paths));
   CaptureReplayer replayer(m.ingestor);
   // Observations of the warm-up are not live events: mute the recorder and requests meanwhile.
-  CaptureWriter* recorder = m.recorder;
-  m.recorder = nullptr;
+  CaptureWriter* recorder = std::exchange(m.recorder, nullptr);
+  CaptureRecordSink* tap = std::exchange(m.tap, nullptr);
   const Status status = replayer.ApplyAll(*reader);
   m.recorder = recorder;
+  m.tap = tap;
   m.pending_requests.clear();
   for (auto& s : m.sources) {
     if (s) s->orphans_seen = false;

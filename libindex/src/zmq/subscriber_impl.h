@@ -28,6 +28,7 @@
 #include "kvindex/core/clock.h"
 #include "kvindex/core/log.h"
 #include "kvindex/files/capture.h"
+#include "kvindex/files/capture_record.h"
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/zmq/subscriber.h"
 
@@ -58,6 +59,8 @@ struct Subscriber::Impl : IngestObserver {
 
   PrefixIndex* index;
   CaptureWriter* recorder;
+  CaptureRecordSink* tap = nullptr;  // SetRecordSink(): every record also goes here
+  std::vector<std::byte> tap_record;  // the record being handed to `tap` (capacity kept)
   SubscriberOptions options;
   zmq::context_t context{1};
   Ingestor ingestor;
@@ -144,8 +147,10 @@ struct Subscriber::Impl : IngestObserver {
   void OnRestart(SourceId id, uint64_t previous, uint64_t seq) override;
   void OnMalformed(SourceId id, const Status& why) override;
   void OnLateJoin(SourceId id, uint64_t seq, uint64_t unknown) override;
-  // Writes an observation record when recording.
+  // Writes an observation record when recording (to the capture and the record sink).
   void RecordObservation(CaptureRecordType type, SourceId id, uint64_t a, uint64_t b);
+  // Writes a text record (a source definition, a note, a malformed reason) the same way.
+  void RecordText(CaptureRecordType type, SourceId id, std::string_view text);
   // The display name of source `id` for logs.
   std::string Name(SourceId id);
 

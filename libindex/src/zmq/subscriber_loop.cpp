@@ -13,6 +13,8 @@
 #include "kvindex/core/clock.h"
 #include "kvindex/core/log.h"
 
+#include "kvindex/files/capture_record.h"
+
 #include "subscriber_impl.h"
 
 namespace kvindex {
@@ -67,6 +69,7 @@ Status Subscriber::Impl::Run() {
     ReturnMemoryAfterBacklog();
     const auto after = SteadyClock::now();
     ExpireReplays(after);
+    if (tap != nullptr) tap->EndOfCycle();
     if (recorder != nullptr) {
       // The records of this cycle reach the kernel (one write(2)) before poll blocks again.
       Record(recorder->Flush());
@@ -82,6 +85,7 @@ Status Subscriber::Impl::Run() {
     }
   }
   RunTasks();
+  if (tap != nullptr) tap->EndOfCycle();
   if (recorder != nullptr) {
     Record(recorder->Flush());
     recorder->set_coalescing(false);
@@ -183,10 +187,14 @@ bool Subscriber::Impl::ReadMessage(zmq::socket_t& socket, uint64_t* bytes) {
 }
 
 void Subscriber::Impl::RecordFrames(CaptureRecordType type, Source& s, int64_t now) {
-  if (recorder == nullptr) return;
+  if (recorder == nullptr && tap == nullptr) return;
   // A member, not a local array of kMaxFrames: zeroing 1 KiB per message was a visible share of
   // recording 1-event batches.
   record_spans.assign(frames.begin(), frames.end());
+  if (tap != nullptr && EncodeCaptureFrames(tap_record, type, s.id, now, record_spans).ok()) {
+    tap->Put(tap_record);
+  }
+  if (recorder == nullptr) return;
   const Status status = recorder->WriteFrames(type, s.id, now, record_spans);
   if (status.code() == StatusCode::kLimitExceeded) {
     ++s.status.unrecorded;

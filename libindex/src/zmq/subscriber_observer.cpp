@@ -5,6 +5,7 @@
 
 #include "kvindex/core/clock.h"
 #include "kvindex/core/log.h"
+#include "kvindex/files/capture_record.h"
 
 #include "subscriber_impl.h"
 
@@ -19,8 +20,26 @@ std::string Suppressed(uint64_t n) {
 
 void Subscriber::Impl::RecordObservation(CaptureRecordType type, SourceId id, uint64_t a,
                                          uint64_t b) {
-  if (recorder == nullptr) return;
-  Record(recorder->WriteObservation(type, id, RealtimeNs(), a, b));
+  if (recorder == nullptr && tap == nullptr) return;
+  const int64_t now = RealtimeNs();
+  if (recorder != nullptr) Record(recorder->WriteObservation(type, id, now, a, b));
+  if (tap != nullptr) {
+    EncodeCaptureObservation(tap_record, type, id, now, a, b);
+    tap->Put(tap_record);
+  }
+}
+
+void Subscriber::Impl::RecordText(CaptureRecordType type, SourceId id, std::string_view text) {
+  if (recorder == nullptr && tap == nullptr) return;
+  const int64_t now = RealtimeNs();
+  if (recorder != nullptr) {
+    Record(type == CaptureRecordType::kSourceDefinition
+               ? recorder->WriteSourceDefinition(id, text, now)
+               : recorder->WriteText(type, id, now, text));
+  }
+  if (tap != nullptr && EncodeCaptureText(tap_record, type, id, now, text).ok()) {
+    tap->Put(tap_record);
+  }
 }
 
 void Subscriber::Impl::OnApplied(SourceId id, uint64_t seq, int64_t, const EventBatch&) {
@@ -61,9 +80,7 @@ void Subscriber::Impl::OnRestart(SourceId id, uint64_t previous, uint64_t seq) {
 void Subscriber::Impl::OnMalformed(SourceId id, const Status& why) {
   Source* s = Find(id);
   if (s != nullptr && why.code() == StatusCode::kUnsupported) ++s->status.unsupported;
-  if (recorder != nullptr) {
-    Record(recorder->WriteText(CaptureRecordType::kMalformed, id, RealtimeNs(), why.message()));
-  }
+  RecordText(CaptureRecordType::kMalformed, id, why.message());
   if (options.strict && fatal.ok()) {
     fatal = why.WithContext("source '" + Name(id) + "' (--strict)");
     return;

@@ -88,16 +88,12 @@ void Subscriber::Impl::StartOrphanReplays() {
                             : std::min(2 * s->orphan_backoff, most);
     s->last_orphan_replay = now;
     s->next_orphan_replay = now + s->orphan_backoff;
-    if (recorder != nullptr) {
-      Record(recorder->WriteText(CaptureRecordType::kNote, s->id, RealtimeNs(), kOrphanReplayNote));
-    }
+    RecordText(CaptureRecordType::kNote, s->id, kOrphanReplayNote);
   }
 }
 
 void Subscriber::Impl::StartBackfill(Source& s) {
-  if (recorder != nullptr) {
-    Record(recorder->WriteText(CaptureRecordType::kNote, s.id, RealtimeNs(), kBackfillNote));
-  }
+  RecordText(CaptureRecordType::kNote, s.id, kBackfillNote);
   ingestor.StartBackfill(s.id);
   FlushRequests();
 }

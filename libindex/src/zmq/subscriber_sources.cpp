@@ -82,9 +82,8 @@ Status Subscriber::Impl::Define(std::unique_ptr<Source> source) {
   }
   source->id = *id;
   ingestor.ArmSilence(*id, RealtimeNs());  // silence counts from now, not from a warm capture
-  if (recorder != nullptr) {
-    KVINDEX_RETURN_IF_ERROR(recorder->WriteSourceDefinition(*id, json, RealtimeNs()));
-  }
+  RecordText(CaptureRecordType::kSourceDefinition, *id, json);
+  KVINDEX_RETURN_IF_ERROR(fatal);
   if (sources.size() <= id->value) sources.resize(id->value + 1);
   sources[id->value] = std::move(source);
   return Status::Ok();

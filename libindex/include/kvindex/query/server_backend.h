@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,6 +45,25 @@ struct ServedSource {
 // unregistered sources are left out.
 InstanceTrustMap InstanceTrusts(std::span<const ServedSource> sources);
 
+// The event journal as a serving process sees it (docs/scale-out.md): an ingester publishing to
+// it (`subscribe --journal`) or a replica applying it (`subscribe --from-journal`).
+struct JournalServing {
+  bool replica = false;
+  bool connected = false;
+  // Replica: the stream sequence of the latest record applied, the stream's last sequence as last
+  // seen, and the difference.
+  uint64_t applied_seq = 0;
+  uint64_t stream_last_seq = 0;
+  uint64_t lag = 0;
+  // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
+  // the journal lost (records dropped while its buffer was full).
+  uint64_t records_pending = 0;
+  uint64_t bytes_pending = 0;
+  uint64_t last_acked_seq = 0;
+  uint64_t lost_records = 0;
+  uint64_t lost_bytes = 0;
+};
+
 // What the process knows besides the index, and the writer-side operations.
 class ServerBackend {
  public:
@@ -68,6 +88,9 @@ class ServerBackend {
   using SnapshotProducer =
       std::function<bool(const std::function<bool(std::string_view chunk)>& write)>;
   virtual SnapshotProducer Snapshot() const { return {}; }
+
+  // The journal's state when the process publishes or applies one; nullopt otherwise. Any thread.
+  virtual std::optional<JournalServing> Journal() const { return std::nullopt; }
 
  protected:
   // Changes whenever what Sources() reports may have changed (0: it may change at any time, so

@@ -35,6 +35,7 @@
 #include "kvindex/core/source.h"
 #include "kvindex/core/status.h"
 #include "kvindex/files/capture.h"
+#include "kvindex/files/capture_record.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/ingest/sequencer.h"
@@ -103,6 +104,11 @@ class Subscriber {
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
+
+  // Hands every record the subscriber would write to a capture to `sink` too, encoded
+  // (capture_record.h), on the I/O thread, whether or not it records a capture (`subscribe
+  // --journal`). `sink` must outlive the subscriber. Call before AddSource().
+  void SetRecordSink(CaptureRecordSink* sink);
 
   // Applies captures (`--warm-from`) through the subscriber's ingestor before any source is
   // added: a source added later whose definition equals one in the captures continues it (same

@@ -1,0 +1,152 @@
+// The event journal (docs/scale-out.md): every record a capture would hold, published to a NATS
+// JetStream stream so that replicas can rebuild the index without an engine connection. A journal
+// message body is one capture record (files/capture_record.h); its subject names the source
+// (`<stream>.src.<16 hex digits>`, a hash of the source's definition, the same on every ingester)
+// and its `Nats-Msg-Id` is that source identity plus what identifies the record (for a live batch:
+// its sequence and a hash of its frames), so two ingesters on the same engines put each batch into
+// the stream once within the stream's duplicate window.
+//
+// JournalPublisher is a CaptureRecordSink: the ingest thread hands it records (never blocking, no
+// system call), a thread of its own publishes them asynchronously in order with a bounded number
+// in flight, keeps every record until JetStream acknowledged it and sends the unacknowledged ones
+// again after a failure. While NATS is unreachable records wait in a buffer of at most
+// `buffer_bytes`; a record that does not fit is dropped and counted (records and bytes), and the
+// source it belonged to is marked in the journal when publishing resumes (a `journal-lost` note),
+// so a replica gives up on that hole instead of waiting for it.
+//
+// JournalReader reads a stream in order from a stream sequence with an ordered consumer.
+//
+// This header names no nats.c type; the implementation uses libnats.
+#ifndef KVINDEX_NATS_JOURNAL_H_
+#define KVINDEX_NATS_JOURNAL_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvindex/core/status.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/files/capture_record.h"
+
+namespace kvindex {
+
+// The note a publisher puts into the journal for a source whose records it had to drop.
+inline constexpr std::string_view kJournalLostNote = "journal-lost";
+
+struct JournalOptions {
+  // nats://HOST:PORT URLs (ParseJournalServers()).
+  std::vector<std::string> servers;
+  std::string stream = "kvindex";
+  // Publisher: the most bytes of records held (not yet acknowledged) before records are dropped.
+  size_t buffer_bytes = size_t{256} << 20;
+  // Publisher: the most records published and not yet acknowledged at once.
+  size_t max_in_flight = 4096;
+  // Publisher: how long an acknowledgement is waited for before the record is sent again.
+  std::chrono::milliseconds ack_wait{2000};
+  // Stream creation (when the stream is missing): replicas (1 or 3 in a cluster) and the
+  // duplicate window.
+  int stream_replicas = 1;
+  std::chrono::seconds duplicate_window{120};
+};
+
+// Parses `nats://HOST:PORT[,HOST:PORT...]` (the scheme may be left off after the first). Returns
+// one nats://host:port URL per server. kInvalidArgument naming `flag` for any other shape.
+Result<std::vector<std::string>> ParseJournalServers(std::string_view text, std::string_view flag);
+
+// Stream names are NATS subject tokens: letters, digits, '-' and '_' only. kInvalidArgument.
+Status CheckJournalStreamName(std::string_view name, std::string_view flag);
+
+// Releases the NATS client library's global state and waits (up to 2 s) for its threads to end.
+// Call once at the end of the process, after every publisher and reader is destroyed.
+void CloseJournalLibrary();
+
+struct JournalPublisherStatus {
+  bool connected = false;
+  bool stream_ready = false;        // the stream exists (found or created)
+  uint64_t records_accepted = 0;    // handed over and kept
+  uint64_t records_acked = 0;       // acknowledged by JetStream (duplicates included)
+  uint64_t duplicates = 0;          // acknowledged as duplicates (another ingester had them)
+  uint64_t records_pending = 0;     // kept, not acknowledged yet
+  uint64_t bytes_pending = 0;
+  uint64_t last_acked_seq = 0;      // the highest stream sequence acknowledged
+  uint64_t resent = 0;              // records sent again after a failure
+  uint64_t lost_records = 0;        // dropped: the buffer was full
+  uint64_t lost_bytes = 0;
+  std::string last_error;           // the latest failure, for logs ("" = none)
+};
+
+class JournalPublisher : public CaptureRecordSink {
+ public:
+  // Starts the publishing thread; connecting and creating the stream happen there (and are
+  // retried), so NATS being down at start delays only the journal. kInvalidArgument for bad
+  // options.
+  static Result<std::unique_ptr<JournalPublisher>> Start(JournalOptions options);
+  ~JournalPublisher() override;  // Close(0)
+  JournalPublisher(const JournalPublisher&) = delete;
+  JournalPublisher& operator=(const JournalPublisher&) = delete;
+
+  // CaptureRecordSink (the ingest thread): keeps a copy of `record` or counts it lost.
+  void Put(std::span<const std::byte> record) override;
+  void EndOfCycle() override;
+
+  // Waits up to `drain` (while connected) for every kept record to be acknowledged, then stops
+  // the thread and closes the connection. The records still pending are reported by status().
+  // Idempotent.
+  void Close(std::chrono::milliseconds drain);
+
+  // Any thread.
+  JournalPublisherStatus status() const;
+
+  struct Impl;
+
+ private:
+  explicit JournalPublisher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One journal message as read.
+struct JournalEntry {
+  uint64_t stream_seq = 0;
+  uint64_t pending = 0;     // messages in the stream after this one (as the server counted)
+  uint64_t source_key = 0;  // from the subject (0: a subject that is not a source's)
+  CaptureRecordView record;  // views into the reader's current message; valid until Next()
+  Status problem;            // not ok: the body is not a capture record (record is empty)
+};
+
+class JournalReader {
+ public:
+  // Connects and creates an ordered consumer of every subject of `options.stream` from stream
+  // sequence `start_seq` (1 = the start). kUnavailable when no server answers within
+  // `connect_wait` (or the stream cannot be served 15 s after that), kNotFound when the stream
+  // does not exist.
+  static Result<std::unique_ptr<JournalReader>> Open(const JournalOptions& options,
+                                                     uint64_t start_seq,
+                                                     std::chrono::milliseconds connect_wait);
+  ~JournalReader();
+  JournalReader(const JournalReader&) = delete;
+  JournalReader& operator=(const JournalReader&) = delete;
+
+  // The next message within `wait`: true and `entry` filled, false when none arrived. A
+  // connection problem is not an error (the consumer resumes after a reconnect).
+  bool Next(JournalEntry& entry, std::chrono::milliseconds wait);
+  // The stream's last sequence as the server reports it now. kUnavailable while disconnected.
+  Result<uint64_t> LastSeq();
+
+  struct Impl;
+
+ private:
+  // One attempt; `*reached`: a server answered.
+  static Result<std::unique_ptr<JournalReader>> TryOpen(const JournalOptions& options,
+                                                        uint64_t start_seq, bool* reached);
+  explicit JournalReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_NATS_JOURNAL_H_

@@ -1,0 +1,70 @@
+// Applying the event journal (docs/scale-out.md): JournalApplier feeds each journal entry to an
+// Ingestor through CaptureReplayer, the path `replay CAPTURE` uses, so a replica's index equals
+// the ingester's at every journal position. Journal subjects name sources by a key (journal.h);
+// JournalSourceMap gives each key a small capture source id in the order keys first appear, the
+// same in every reader of the same stream. A `journal-lost` note (the publisher dropped records of
+// that source) makes the source give up on its next hole at once instead of waiting for a replay
+// that the journal will never hold.
+//
+// Thread safety: one thread.
+#ifndef KVINDEX_NATS_JOURNAL_APPLY_H_
+#define KVINDEX_NATS_JOURNAL_APPLY_H_
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "kvindex/core/instance.h"
+#include "kvindex/core/status.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/ingest/capture_replay.h"
+#include "kvindex/ingest/ingest.h"
+#include "kvindex/nats/journal.h"
+
+namespace kvindex {
+
+class JournalSourceMap {
+ public:
+  // The capture source id of `key` (1, 2, ... in first-seen order).
+  SourceId Local(uint64_t key);
+
+ private:
+  std::unordered_map<uint64_t, uint32_t> ids_;
+};
+
+struct JournalApplyStats {
+  uint64_t entries = 0;
+  uint64_t bad_records = 0;  // bodies that are not capture records (skipped)
+  uint64_t lost_notes = 0;   // journal-lost notes seen
+  uint64_t given_up = 0;     // holes given up on because of them
+  uint64_t applied_seq = 0;  // the stream sequence of the latest entry applied
+};
+
+class JournalApplier : private IngestObserver {
+ public:
+  // `index` must outlive the applier.
+  explicit JournalApplier(PrefixIndex* index);
+
+  // Applies one entry. Fails only as CaptureReplayer::Apply() does (a source definition that
+  // cannot be parsed or added).
+  Status Apply(JournalEntry& entry);
+
+  Ingestor& ingestor() { return ingestor_; }
+  const Ingestor& ingestor() const { return ingestor_; }
+  const CaptureReplayStats& replay_stats() const { return replayer_.stats(); }
+  const JournalApplyStats& stats() const { return stats_; }
+
+ private:
+  void OnReplayRequest(SourceId source, uint64_t from_seq) override;
+
+  Ingestor ingestor_;
+  CaptureReplayer replayer_;
+  JournalSourceMap sources_;
+  JournalApplyStats stats_;
+  std::vector<bool> lossy_;            // by ingestor source id
+  std::vector<SourceId> give_up_now_;  // asked for a replay while lossy
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_NATS_JOURNAL_APPLY_H_

@@ -1,0 +1,50 @@
+// JournalApplier and JournalSourceMap (journal_apply.h).
+#include "kvindex/nats/journal_apply.h"
+
+namespace kvindex {
+
+SourceId JournalSourceMap::Local(uint64_t key) {
+  const auto [it, added] = ids_.emplace(key, static_cast<uint32_t>(ids_.size() + 1));
+  return SourceId{it->second};
+}
+
+JournalApplier::JournalApplier(PrefixIndex* index)
+    : ingestor_(index, this), replayer_(ingestor_) {}
+
+Status JournalApplier::Apply(JournalEntry& entry) {
+  ++stats_.entries;
+  stats_.applied_seq = entry.stream_seq;
+  if (!entry.problem.ok()) {
+    ++stats_.bad_records;
+    return Status::Ok();
+  }
+  entry.record.source = sources_.Local(entry.source_key);
+  if (entry.record.type == CaptureRecordType::kNote && entry.record.text() == kJournalLostNote) {
+    ++stats_.lost_notes;
+    if (const auto source = replayer_.Source(entry.record.source)) {
+      if (ingestor_.waiting(*source)) {
+        ingestor_.GiveUp(*source);
+        ++stats_.given_up;
+      } else {
+        if (lossy_.size() <= source->value) lossy_.resize(source->value + 1, false);
+        lossy_[source->value] = true;
+      }
+    }
+  }
+  const Status status = replayer_.Apply(entry.record);
+  for (const SourceId source : give_up_now_) {
+    ingestor_.GiveUp(source);
+    ++stats_.given_up;
+  }
+  give_up_now_.clear();
+  return status;
+}
+
+void JournalApplier::OnReplayRequest(SourceId source, uint64_t) {
+  if (source.value < lossy_.size() && lossy_[source.value]) {
+    lossy_[source.value] = false;
+    give_up_now_.push_back(source);
+  }
+}
+
+}  // namespace kvindex

@@ -1,0 +1,358 @@
+// JournalPublisher (journal.h): the ingest thread's Put() keeps each record in an ordered buffer;
+// the publishing thread connects, makes sure the stream exists, and publishes the buffer in order
+// with js_PublishMsgAsync, at most max_in_flight unacknowledged. nats.c calls OnAck() on its own
+// thread for each acknowledgement or failure (a timeout after ack_wait included); acknowledged
+// records leave the buffer from its front. After a failure no new record is sent until every
+// record in flight is resolved, then every unacknowledged record is sent again from the first, in
+// order: JetStream's duplicate window drops the copies of records it had already stored.
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "kvindex/core/clock.h"
+#include "kvindex/nats/journal.h"
+
+#include "nats_link.h"
+
+namespace kvindex {
+
+using nats_internal::Hex64;
+
+namespace {
+
+constexpr const char* kOrdinalHeader = "Kvindex-Ord";
+
+enum class EntryState : uint8_t { kQueued, kInFlight, kAcked };
+
+struct Entry {
+  std::string subject;
+  std::string msg_id;
+  std::vector<std::byte> data;
+  EntryState state = EntryState::kQueued;
+  bool sent_before = false;
+};
+
+uint32_t Le32(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+struct JournalPublisher::Impl {
+  JournalOptions options;
+  nats_internal::NatsLink link;
+
+  // The ingest thread's own state.
+  std::unordered_map<uint32_t, uint64_t> keys;  // capture source id -> source key
+  // Records per (source, type) so far: what makes a non-batch record's id unique.
+  std::unordered_map<uint32_t, std::array<uint64_t, 16>> occurrences;
+  std::set<uint32_t> lost_sources;  // sources whose records were dropped, not yet marked
+  std::vector<std::byte> note;      // a journal-lost note being built
+
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Entry> entries;  // kept records, oldest first
+  uint64_t front_ordinal = 0;  // the ordinal of entries.front()
+  uint64_t next_ordinal = 0;
+  size_t next_send = 0;        // index into entries of the first record never sent since reset
+  size_t in_flight = 0;
+  bool failure = false;        // a record failed: resend after in_flight drains
+  bool stop = false;
+  bool cycle_ended = false;
+  size_t max_payload = size_t{1} << 20;  // the server's, once connected
+  JournalPublisherStatus counters;
+  std::thread thread;
+
+  // Ingest thread.
+  void Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop);
+  void MarkLosses();
+  // Publishing thread.
+  void Loop();
+  void SendSome(std::unique_lock<std::mutex>& lock);
+  // nats.c's thread.
+  void OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* error);
+  void PopAcked();  // under mutex
+};
+
+namespace {
+
+void AckHandler(jsCtx*, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure) {
+  static_cast<JournalPublisher::Impl*>(closure)->OnAck(msg, ack, error);
+  natsMsg_Destroy(msg);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JournalPublisher>> JournalPublisher::Start(JournalOptions options) {
+  if (options.servers.empty()) return Status::InvalidArgument("journal: no NATS server");
+  KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  Impl* raw = impl.get();
+  jsOptions js_options;
+  jsOptions_Init(&js_options);
+  js_options.Wait = 2000;
+  js_options.PublishAsync.MaxPending = static_cast<int64_t>(raw->options.max_in_flight) + 64;
+  js_options.PublishAsync.AckHandler = AckHandler;
+  js_options.PublishAsync.AckHandlerClosure = raw;
+  KVINDEX_RETURN_IF_ERROR(raw->link.Connect(raw->options.servers, /*retry_in_background=*/true,
+                                            &js_options));
+  raw->thread = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<JournalPublisher>(new JournalPublisher(std::move(impl)));
+}
+
+JournalPublisher::JournalPublisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+JournalPublisher::~JournalPublisher() { Close(std::chrono::milliseconds(0)); }
+
+void JournalPublisher::Put(std::span<const std::byte> record) {
+  Impl& m = *impl_;
+  if (record.size() < kCaptureRecordHeaderSize) return;
+  const auto type = static_cast<CaptureRecordType>(record[4]);
+  const uint32_t source = Le32(record.data() + 24);
+  const std::span<const std::byte> body = record.subspan(kCaptureRecordHeaderSize);
+  const uint64_t hash = XXH3_64bits(body.data(), body.size());
+  if (type == CaptureRecordType::kSourceDefinition) {
+    // The source's identity: its definition, the same on every ingester of the same engines.
+    m.keys[source] = hash;
+    m.Keep(hash, Hex64(hash) + "-d", record, /*may_drop=*/false);
+    return;
+  }
+  const auto it = m.keys.find(source);
+  const uint64_t key = it == m.keys.end() ? 0 : it->second;
+  std::string id = Hex64(key);
+  CaptureRecordView view;
+  if (type == CaptureRecordType::kMessage && ParseCaptureRecord(record, view).ok() &&
+      view.frames.size() >= 2 && view.frames[1].size() == 8) {
+    // A live batch: its publisher's sequence (big-endian) and its bytes, so two ingesters give
+    // it the same id and a restarted publisher's reused sequence does not.
+    uint64_t seq = 0;
+    for (const std::byte b : view.frames[1]) seq = seq << 8 | static_cast<uint8_t>(b);
+    id += "-m" + std::to_string(seq) + "-" + Hex64(hash);
+  } else {
+    const size_t slot = std::min<size_t>(static_cast<uint8_t>(type), 15);
+    const uint64_t n = ++m.occurrences[source][slot];
+    id += "-t" + std::to_string(slot) + "-" + std::to_string(n) + "-" + Hex64(hash);
+  }
+  m.Keep(key, std::move(id), record, /*may_drop=*/true);
+}
+
+void JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
+                                  std::span<const std::byte> record, bool may_drop) {
+  const uint32_t source = Le32(record.data() + 24);
+  {
+    std::lock_guard lock(mutex);
+    // A record larger than the server takes cannot be journaled at all.
+    const bool too_large = record.size() + 512 > max_payload;
+    if (too_large || (may_drop && counters.bytes_pending + record.size() > options.buffer_bytes)) {
+      ++counters.lost_records;
+      counters.lost_bytes += record.size();
+      lost_sources.insert(source);
+      return;
+    }
+  }
+  if (!lost_sources.empty()) MarkLosses();
+  Entry entry;
+  entry.subject = nats_internal::SourceSubject(options.stream, key);
+  entry.msg_id = std::move(msg_id);
+  entry.data.assign(record.begin(), record.end());
+  std::lock_guard lock(mutex);
+  counters.bytes_pending += entry.data.size();
+  ++counters.records_pending;
+  ++counters.records_accepted;
+  entries.push_back(std::move(entry));
+  ++next_ordinal;
+}
+
+// Records were dropped: before the next kept record of any source, each source that lost some
+// gets a journal-lost note (never dropped itself), so a replica stops waiting for the hole.
+void JournalPublisher::Impl::MarkLosses() {
+  const std::set<uint32_t> sources = std::move(lost_sources);
+  lost_sources.clear();
+  for (const uint32_t source : sources) {
+    const auto it = keys.find(source);
+    const uint64_t key = it == keys.end() ? 0 : it->second;
+    if (!EncodeCaptureText(note, CaptureRecordType::kNote, SourceId{source}, RealtimeNs(),
+                           kJournalLostNote)
+             .ok()) {
+      continue;
+    }
+    const uint64_t n = ++occurrences[source][static_cast<uint8_t>(CaptureRecordType::kNote)];
+    Keep(key, Hex64(key) + "-lost-" + std::to_string(n), note, /*may_drop=*/false);
+  }
+}
+
+void JournalPublisher::EndOfCycle() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.mutex);
+    m.cycle_ended = true;
+  }
+  m.wake.notify_one();
+}
+
+void JournalPublisher::Impl::Loop() {
+  std::unique_lock lock(mutex);
+  while (!stop) {
+    lock.unlock();
+    const bool up = link.connected();
+    bool ready = false;
+    std::string error;
+    if (up) {
+      bool need_stream;
+      {
+        std::lock_guard guard(mutex);
+        need_stream = !counters.stream_ready;
+      }
+      if (need_stream) {
+        const Status made = nats_internal::EnsureStream(link.js(), options);
+        if (!made.ok()) error = made.message();
+        ready = made.ok();
+      } else {
+        ready = true;
+      }
+    }
+    const int64_t payload = up ? natsConnection_GetMaxPayload(link.connection()) : 0;
+    lock.lock();
+    if (payload > 0) max_payload = static_cast<size_t>(payload);
+    counters.connected = up;
+    if (ready) counters.stream_ready = true;
+    if (!error.empty()) counters.last_error = error;
+    if (up && counters.stream_ready) SendSome(lock);
+    cycle_ended = false;
+    wake.wait_for(lock, std::chrono::milliseconds(up ? 20 : 100),
+                  [this] { return stop || cycle_ended; });
+  }
+}
+
+void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
+  if (failure) {
+    if (in_flight != 0) return;
+    // Everything in flight is resolved: send every unacknowledged record again, in order.
+    failure = false;
+    next_send = 0;
+    while (next_send < entries.size() && entries[next_send].state == EntryState::kAcked) {
+      ++next_send;
+    }
+  }
+  while (!stop && !failure && in_flight < options.max_in_flight && next_send < entries.size()) {
+    Entry& entry = entries[next_send];
+    if (entry.state != EntryState::kQueued) {
+      ++next_send;
+      continue;
+    }
+    const uint64_t ordinal = front_ordinal + next_send;
+    entry.state = EntryState::kInFlight;
+    if (entry.sent_before) ++counters.resent;
+    entry.sent_before = true;
+    ++in_flight;
+    ++next_send;
+    // Copied into the message before the lock is released: entries may move meanwhile.
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, entry.subject.c_str(), nullptr,
+                                  reinterpret_cast<const char*>(entry.data.data()),
+                                  static_cast<int>(entry.data.size()));
+    if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", entry.msg_id.c_str());
+    if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
+    lock.unlock();
+    jsPubOptions pub;
+    jsPubOptions_Init(&pub);
+    pub.MaxWait = options.ack_wait.count();
+    if (s == NATS_OK) s = js_PublishMsgAsync(link.js(), &msg, &pub);
+    natsMsg_Destroy(msg);  // null when nats.c took it
+    lock.lock();
+    const uint64_t index = ordinal - front_ordinal;
+    if (s == NATS_MAX_PAYLOAD && index < entries.size()) {
+      // Larger than the server takes (it lowered its limit): lost, not retried.
+      ++counters.lost_records;
+      counters.lost_bytes += entries[index].data.size();
+      entries[index].state = EntryState::kAcked;
+      --in_flight;
+      PopAcked();
+    } else if (s != NATS_OK) {
+      // Not sent: this record and the ones after it go again once in-flight ones resolve.
+      counters.last_error = std::string("publish: ") + natsStatus_GetText(s);
+      if (index < entries.size() && entries[index].state == EntryState::kInFlight) {
+        entries[index].state = EntryState::kQueued;
+      }
+      --in_flight;
+      failure = true;
+    }
+  }
+}
+
+void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* error) {
+  const char* value = nullptr;
+  if (natsMsgHeader_Get(msg, kOrdinalHeader, &value) != NATS_OK || value == nullptr) return;
+  const uint64_t ordinal = std::strtoull(value, nullptr, 10);
+  std::lock_guard lock(mutex);
+  if (ordinal < front_ordinal || ordinal - front_ordinal >= entries.size()) return;
+  Entry& entry = entries[ordinal - front_ordinal];
+  if (entry.state != EntryState::kInFlight) return;
+  --in_flight;
+  if (ack != nullptr && error == nullptr) {
+    entry.state = EntryState::kAcked;
+    ++counters.records_acked;
+    if (ack->Duplicate) ++counters.duplicates;
+    counters.last_acked_seq = std::max(counters.last_acked_seq, ack->Sequence);
+    PopAcked();
+  } else {
+    entry.state = EntryState::kQueued;
+    failure = true;
+    if (error != nullptr) {
+      counters.last_error = std::string("acknowledgement: ") +
+                            (error->ErrText != nullptr ? error->ErrText
+                                                       : natsStatus_GetText(error->Err));
+    }
+  }
+  wake.notify_one();
+}
+
+void JournalPublisher::Impl::PopAcked() {
+  while (!entries.empty() && entries.front().state == EntryState::kAcked) {
+    counters.bytes_pending -= entries.front().data.size();
+    --counters.records_pending;
+    entries.pop_front();
+    ++front_ordinal;
+    if (next_send > 0) --next_send;
+  }
+}
+
+void JournalPublisher::Close(std::chrono::milliseconds drain) {
+  Impl& m = *impl_;
+  if (!m.thread.joinable()) return;
+  const auto deadline = SteadyClock::now() + drain;
+  {
+    std::unique_lock lock(m.mutex);
+    m.cycle_ended = true;
+    m.wake.notify_one();
+    // (Not while NATS is unreachable: nothing would be acknowledged.)
+    while (!m.entries.empty() && m.counters.connected && SteadyClock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      lock.lock();
+    }
+    m.stop = true;
+  }
+  m.wake.notify_one();
+  m.thread.join();
+  m.link.Close();  // no acknowledgement is handled after this
+}
+
+JournalPublisherStatus JournalPublisher::status() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->counters;
+}
+
+}  // namespace kvindex

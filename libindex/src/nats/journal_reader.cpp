@@ -1,0 +1,119 @@
+// JournalReader (journal.h): an ordered push consumer (nats.c recreates it from the last sequence
+// it delivered after a gap, a missed heartbeat or a reconnect) on every subject of the stream,
+// read synchronously; each message's metadata gives its stream sequence and what is left.
+#include <thread>
+
+#include "kvindex/core/clock.h"
+#include "kvindex/nats/journal.h"
+
+#include "nats_link.h"
+
+namespace kvindex {
+
+struct JournalReader::Impl {
+  JournalOptions options;
+  nats_internal::NatsLink link;
+  natsSubscription* sub = nullptr;
+  natsMsg* current = nullptr;  // the message the last entry views
+
+  ~Impl() {
+    natsMsg_Destroy(current);
+    if (sub != nullptr) {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+    }
+  }
+};
+
+JournalReader::JournalReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JournalReader::~JournalReader() = default;
+
+Result<std::unique_ptr<JournalReader>> JournalReader::Open(const JournalOptions& options,
+                                                           uint64_t start_seq,
+                                                           std::chrono::milliseconds connect_wait) {
+  if (options.servers.empty()) return Status::InvalidArgument("journal: no NATS server");
+  KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
+  // A server that does not answer is retried for `connect_wait`; a server that answers but
+  // cannot serve the stream yet (a cluster electing the stream's leader after losing a node)
+  // for up to 15 s more.
+  const auto start = SteadyClock::now();
+  for (;;) {
+    bool reached = false;
+    Result<std::unique_ptr<JournalReader>> opened = TryOpen(options, start_seq, &reached);
+    const auto waited = SteadyClock::now() - start;
+    if (opened.ok() || opened.status().code() != StatusCode::kUnavailable ||
+        waited >= connect_wait + (reached ? std::chrono::seconds(15) : std::chrono::seconds(0))) {
+      return opened;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Result<std::unique_ptr<JournalReader>> JournalReader::TryOpen(const JournalOptions& options,
+                                                              uint64_t start_seq, bool* reached) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  // JetStream requests (stream info, consumer creation) time out after 1 s and are retried: after
+  // a cluster lost a node, a quick retry is served sooner than one long wait.
+  jsOptions js_options;
+  jsOptions_Init(&js_options);
+  js_options.Wait = 1000;
+  KVINDEX_RETURN_IF_ERROR(impl->link.Connect(options.servers, false, &js_options));
+  *reached = true;
+  KVINDEX_RETURN_IF_ERROR(nats_internal::StreamLastSeq(impl->link.js(), options.stream).status());
+  const std::string subjects = options.stream + ".>";
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = options.stream.c_str();
+  sub_options.Ordered = true;
+  if (start_seq > 1) {
+    sub_options.Config.DeliverPolicy = js_DeliverByStartSequence;
+    sub_options.Config.OptStartSeq = start_seq;
+  }
+  jsErrCode err = static_cast<jsErrCode>(0);
+  const natsStatus s = js_SubscribeSync(&impl->sub, impl->link.js(), subjects.c_str(), nullptr,
+                                        &sub_options, &err);
+  if (s != NATS_OK) {
+    impl->sub = nullptr;
+    return nats_internal::NatsError(StatusCode::kUnavailable, "subscribe to " + options.stream, s);
+  }
+  // A replica may be far behind: let the subscription hold a large backlog rather than drop it.
+  natsSubscription_SetPendingLimits(impl->sub, 1 << 20, 1 << 30);
+  return std::unique_ptr<JournalReader>(new JournalReader(std::move(impl)));
+}
+
+bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
+  Impl& m = *impl_;
+  natsMsg* msg = nullptr;
+  const natsStatus s = natsSubscription_NextMsg(&msg, m.sub, wait.count());
+  if (s != NATS_OK) {
+    // A timeout, or a problem nats.c recovers from (the ordered consumer is recreated).
+    if (s != NATS_TIMEOUT) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return false;
+  }
+  natsMsg_Destroy(m.current);
+  m.current = msg;
+  jsMsgMetaData* meta = nullptr;
+  entry.stream_seq = 0;
+  entry.pending = 0;
+  if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+    entry.stream_seq = meta->Sequence.Stream;
+    entry.pending = meta->NumPending;
+    jsMsgMetaData_Destroy(meta);
+  }
+  entry.source_key = nats_internal::SubjectSourceKey(natsMsg_GetSubject(msg), m.options.stream);
+  const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
+  const std::span<const std::byte> body(data, static_cast<size_t>(natsMsg_GetDataLength(msg)));
+  entry.problem = ParseCaptureRecord(body, entry.record);
+  if (!entry.problem.ok()) {
+    entry.record.body = {};
+    entry.record.frames.clear();
+  }
+  return true;
+}
+
+Result<uint64_t> JournalReader::LastSeq() {
+  return nats_internal::StreamLastSeq(impl_->link.js(), impl_->options.stream);
+}
+
+}  // namespace kvindex

@@ -1,0 +1,165 @@
+// Capture records on their own (files/capture_record.h): each Encode*() gives exactly the bytes
+// CaptureWriter puts in a file for the same call, ParseCaptureRecord() reads them back and refuses
+// damage; and JournalApplier (nats/journal_apply.h, no server needed) maps journal source keys
+// and gives up on a hole after a journal-lost note.
+#include "kvindex/files/capture_record.h"
+
+#include <doctest/doctest.h>
+
+#include "kvindex/codec/framing.h"
+#include "kvindex/codec/source_spec.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/nats/journal_apply.h"
+#include "test_util.h"
+
+namespace kvindex {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes B(std::string_view s) {
+  return Bytes(reinterpret_cast<const std::byte*>(s.data()),
+               reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+// The records of a capture file written by CaptureWriter, as raw bytes (after the file header).
+Bytes WrittenRecords(const std::function<void(CaptureWriter&)>& write) {
+  test::BuildTempDir dir("capture-record");
+  const std::string path = (dir.path / "c.kvcap").string();
+  {
+    auto writer = CaptureWriter::Create(path);
+    REQUIRE(writer.ok());
+    write(**writer);
+    REQUIRE((*writer)->Close().ok());
+  }
+  const Bytes all = B(test::ReadFile(path));
+  return Bytes(all.begin() + kCaptureFileHeaderSize, all.end());
+}
+
+TEST_CASE("Encode*() write the bytes CaptureWriter writes") {
+  const Bytes topic = B("kv"), seq = B(std::string("\0\0\0\0\0\0\0\7", 8)), payload = B("xyz");
+  const std::vector<std::span<const std::byte>> frames = {topic, seq, payload};
+  Bytes encoded, all;
+  REQUIRE(EncodeCaptureFrames(encoded, CaptureRecordType::kMessage, SourceId{3}, 42, frames).ok());
+  all.insert(all.end(), encoded.begin(), encoded.end());
+  EncodeCaptureObservation(encoded, CaptureRecordType::kGap, SourceId{3}, 43, 5, 9);
+  all.insert(all.end(), encoded.begin(), encoded.end());
+  REQUIRE(EncodeCaptureText(encoded, CaptureRecordType::kNote, SourceId{3}, 44, "backfill").ok());
+  all.insert(all.end(), encoded.begin(), encoded.end());
+  const Bytes written = WrittenRecords([&](CaptureWriter& w) {
+    REQUIRE(w.WriteFrames(CaptureRecordType::kMessage, SourceId{3}, 42, frames).ok());
+    REQUIRE(w.WriteObservation(CaptureRecordType::kGap, SourceId{3}, 43, 5, 9).ok());
+    REQUIRE(w.WriteText(CaptureRecordType::kNote, SourceId{3}, 44, "backfill").ok());
+  });
+  CHECK(all == written);
+}
+
+TEST_CASE("ParseCaptureRecord() reads an encoded record and refuses damage") {
+  const Bytes a = B("a"), b = B("bc");
+  const std::vector<std::span<const std::byte>> frames = {a, b};
+  Bytes record;
+  REQUIRE(EncodeCaptureFrames(record, CaptureRecordType::kReplayed, SourceId{7}, 99, frames).ok());
+  CHECK(record.size() == kCaptureRecordHeaderSize + 4 + 4 + 1 + 4 + 2);
+  CaptureRecordView view;
+  REQUIRE(ParseCaptureRecord(record, view).ok());
+  CHECK(view.type == CaptureRecordType::kReplayed);
+  CHECK(view.source.value == 7);
+  CHECK(view.recv_ns == 99);
+  REQUIRE(view.frames.size() == 2);
+  CHECK(Bytes(view.frames[1].begin(), view.frames[1].end()) == b);
+  Bytes flipped = record;
+  flipped.back() ^= std::byte{1};
+  CHECK(ParseCaptureRecord(flipped, view).code() == StatusCode::kCorrupt);
+  CHECK(!ParseCaptureRecord(std::span(record).first(record.size() - 1), view).ok());
+  Bytes longer = record;
+  longer.push_back(std::byte{0});
+  CHECK(!ParseCaptureRecord(longer, view).ok());
+  CHECK(!ParseCaptureRecord(std::span(record).first(10), view).ok());
+  CHECK(!ParseCaptureRecord({}, view).ok());
+}
+
+TEST_CASE("an oversized record is refused and leaves nothing") {
+  Bytes record = B("stale");
+  const std::string text(kCaptureMaxBody + 1, 'x');
+  CHECK(EncodeCaptureText(record, CaptureRecordType::kNote, SourceId{1}, 0, text).code() ==
+        StatusCode::kLimitExceeded);
+  CHECK(record.empty());
+}
+
+// One journal entry holding `record`, on the subject of source `key`, at stream sequence `seq`.
+struct Entry {
+  Bytes bytes;
+  JournalEntry entry;
+  Entry(Bytes record, uint64_t key, uint64_t seq) : bytes(std::move(record)) {
+    entry.stream_seq = seq;
+    entry.source_key = key;
+    entry.problem = ParseCaptureRecord(bytes, entry.record);
+  }
+};
+
+Bytes Batch(uint64_t seq) {
+  // An empty vLLM batch ([ts, []]): a valid message with nothing to apply.
+  static const Bytes topic = B("kv");
+  const Bytes seq8 = EncodeSeqFrame(seq);
+  const Bytes payload = {std::byte{0x92}, std::byte{0xcb}, std::byte{0}, std::byte{0},
+                         std::byte{0},    std::byte{0},    std::byte{0}, std::byte{0},
+                         std::byte{0},    std::byte{0},    std::byte{0x90}};
+  const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
+  Bytes out;
+  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, 1, frames).ok());
+  return out;
+}
+
+TEST_CASE("JournalApplier: a journal-lost note gives up on the next hole at once") {
+  PrefixIndex index;
+  JournalApplier applier(&index);
+  auto config = ParseSourceSpec("a=vllm@tcp://127.0.0.1:1,model=m");
+  REQUIRE(config.ok());
+  Bytes def;
+  REQUIRE(EncodeCaptureText(def, CaptureRecordType::kSourceDefinition, SourceId{9}, 0,
+                            SourceConfigToJson(config->front()))
+              .ok());
+  uint64_t stream_seq = 0;
+  const auto apply = [&](Bytes record) {
+    Entry e(std::move(record), 0xabc, ++stream_seq);
+    REQUIRE(e.entry.problem.ok());
+    REQUIRE(applier.Apply(e.entry).ok());
+  };
+  apply(def);
+  apply(Batch(1));
+  apply(Batch(2));
+  REQUIRE(applier.ingestor().source_count() == 1);
+  const SourceId source{0};
+  CHECK(applier.ingestor().counters(source).sequence.applied == 2);
+  // Without a note, a hole waits (for replay replies or a timeout record the journal may hold).
+  apply(Batch(4));
+  CHECK(applier.ingestor().waiting(source));
+  Bytes timeout;
+  EncodeCaptureObservation(timeout, CaptureRecordType::kTimeout, SourceId{9}, 0, 2, 0);
+  apply(timeout);
+  CHECK(!applier.ingestor().waiting(source));
+  // After a journal-lost note, the next hole is given up on at once.
+  Bytes note;
+  REQUIRE(EncodeCaptureText(note, CaptureRecordType::kNote, SourceId{9}, 0, kJournalLostNote).ok());
+  apply(note);
+  apply(Batch(7));
+  CHECK(!applier.ingestor().waiting(source));
+  CHECK(applier.stats().lost_notes == 1);
+  CHECK(applier.stats().given_up == 1);
+  CHECK(applier.stats().applied_seq == stream_seq);
+  // A body that is not a capture record is counted and skipped.
+  Entry bad(B("junk"), 0xabc, ++stream_seq);
+  CHECK(!bad.entry.problem.ok());
+  CHECK(applier.Apply(bad.entry).ok());
+  CHECK(applier.stats().bad_records == 1);
+}
+
+TEST_CASE("JournalSourceMap: ids in first-seen order") {
+  JournalSourceMap map;
+  CHECK(map.Local(77).value == 1);
+  CHECK(map.Local(5).value == 2);
+  CHECK(map.Local(77).value == 1);
+}
+
+}  // namespace
+}  // namespace kvindex

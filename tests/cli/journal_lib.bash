@@ -1,0 +1,83 @@
+# Helpers for the journal CLI tests (journal_*.sh; not a .sh, so not a test itself): a real
+# nats-server with JetStream on a free loopback port and a temporary store, stopped at the end,
+# and checks of replicas' HTTP answers against publish-fake's expected answers. Sourced after
+# lib.sh, live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (free_ports).
+# Debian installs it in /usr/sbin, which a user's PATH may lack.
+NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
+[ -x "$NATS_SERVER" ] || { echo "FAIL: nats-server not found (scripts/setup.sh installs it)"; exit 1; }
+
+# start_nats PORT [ARGS...]: starts nats-server -js on 127.0.0.1:PORT with the store
+# $TMP/js-PORT; sets NATS_PID and waits (<= 10 s) until it accepts connections.
+start_nats() {
+  local port=$1
+  shift
+  "$NATS_SERVER" -js -sd "$TMP/js-$port" -a 127.0.0.1 -p "$port" "$@" >>"$TMP/nats-$port.log" 2>&1 &
+  NATS_PID=$!
+  PIDS+=("$NATS_PID")
+  wait_port "$port" || fail "nats-server on port $port did not start"
+}
+
+# wait_port PORT: waits (<= 10 s) until 127.0.0.1:PORT accepts a TCP connection.
+wait_port() {
+  "$PY" - "$1" <<'PYEOF'
+import socket, sys, time
+deadline = time.time() + 10
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit(1)
+PYEOF
+}
+
+# http_json PORT PATH: GET http://127.0.0.1:PORT/PATH, the body on stdout.
+http_json() {
+  "$PY" -c 'import sys, urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]), timeout=5).read().decode())' "$@"
+}
+
+# wait_lag0 PORT MIN_SEQ: waits (<= 15 s) until the replica on PORT has applied at least MIN_SEQ
+# and reports lag 0 in /healthz.
+wait_lag0() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys, time, urllib.request
+port, min_seq = sys.argv[1], int(sys.argv[2])
+deadline = time.time() + 15
+j = None
+while time.time() < deadline:
+    try:
+        j = json.loads(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % port, timeout=2).read())["journal"]
+        if j["lag"] == 0 and j["applied_seq"] >= min_seq:
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.1)
+sys.exit("replica on %s: not caught up: %s" % (port, j))
+PYEOF
+}
+
+# check_answers QUERIES PORT...: every final query of QUERIES (publish-fake --emit-queries) is
+# answered exactly (its `expect`) by POST /query on each replica, and every replica gives the same
+# answer body, journal_seq included (all have applied the same journal).
+check_answers() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys, urllib.request
+qfile, ports = sys.argv[1], sys.argv[2:]
+def post(port, body):
+    req = urllib.request.Request("http://127.0.0.1:%s/query" % port, data=json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+final = [q for q in map(json.loads, open(qfile)) if "after" not in q]
+assert len(final) >= 3, "too few final queries"
+for q in final:
+    answers = [post(p, q["query"]) for p in ports]
+    for p, a in zip(ports, answers):
+        assert a["data"].get("default", {}) == q["expect"], (p, q["id"], a, q["expect"])
+        assert isinstance(a.get("journal_seq"), int) and a["journal_seq"] > 0, a
+    assert all(a == answers[0] for a in answers), answers
+print(len(final), "queries exact on", len(ports), "replicas")
+PYEOF
+}
+

@@ -1,0 +1,381 @@
+// The journal flags of `subscribe` and `record`, the ingester's journal status, the replica
+// (`subscribe --from-journal`) and the journal export (`record --from-journal`).
+#include "journal_cli.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kvindex/core/clock.h"
+#include "kvindex/core/log.h"
+#include "kvindex/files/capture.h"
+#include "kvindex/ingest/ingest.h"
+#include "kvindex/nats/journal_apply.h"
+#include "cli_validators.h"
+#include "live.h"
+
+namespace kvindex::cli {
+
+void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_flags,
+                       CLI::Option* excluded) {
+  if (publish_flags) {
+    cmd->add_option("--journal", options.publish,
+                    "Also publish every record a capture would hold to the NATS JetStream journal "
+                    "at nats://HOST:PORT[,HOST:PORT...] (docs/scale-out.md)");
+    cmd->add_option("--journal-buffer", options.buffer_bytes,
+                    "Bytes of journal records kept while NATS is slow or down (default 256 MiB); "
+                    "beyond it records are dropped and counted")
+        ->check(cli::Positive());
+    cmd->add_option("--journal-replicas", options.replicas,
+                    "Replicas of the journal stream when --journal creates it (1-5, default 1; 3 "
+                    "in a JetStream cluster)")
+        ->check(CLI::Range(1, 5));
+  }
+  CLI::Option* from = cmd->add_option(
+      "--from-journal", options.from,
+      publish_flags ? "Be a replica: apply the journal at nats://HOST:PORT[,...] from its start "
+                      "instead of connecting to engines (docs/scale-out.md)"
+                    : "Export the journal at nats://HOST:PORT[,...] (as it is now) instead of "
+                      "recording engines");
+  if (excluded != nullptr) from->excludes(excluded);
+  cmd->add_option_function<std::string>(
+      "--journal-stream",
+      [&options](const std::string& value) {
+        options.stream = value;
+        options.stream_given = true;
+      },
+      "The journal's JetStream stream (default kvindex; subjects NAME.>)");
+}
+
+Result<JournalOptions> MakeJournalOptions(const JournalCliOptions& options,
+                                          const std::string& servers, const char* flag) {
+  JournalOptions out;
+  KVINDEX_ASSIGN_OR_RETURN(out.servers, ParseJournalServers(servers, flag));
+  KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
+  out.stream = options.stream;
+  out.buffer_bytes = options.buffer_bytes;
+  out.stream_replicas = options.replicas;
+  return out;
+}
+
+JournalServing ServingOf(const JournalPublisherStatus& status) {
+  JournalServing out;
+  out.connected = status.connected;
+  out.records_pending = status.records_pending;
+  out.bytes_pending = status.bytes_pending;
+  out.last_acked_seq = status.last_acked_seq;
+  out.lost_records = status.lost_records;
+  out.lost_bytes = status.lost_bytes;
+  return out;
+}
+
+std::string JournalStatusText(const JournalPublisherStatus& status) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "journal %s: %llu pending (%.1f MB), acked to seq %llu",
+                status.connected ? "up" : "DOWN",
+                static_cast<unsigned long long>(status.records_pending),
+                static_cast<double>(status.bytes_pending) / 1e6,
+                static_cast<unsigned long long>(status.last_acked_seq));
+  std::string out = buf;
+  if (status.lost_records != 0) {
+    std::snprintf(buf, sizeof buf, ", LOST %llu records (%llu bytes)",
+                  static_cast<unsigned long long>(status.lost_records),
+                  static_cast<unsigned long long>(status.lost_bytes));
+    out += buf;
+  }
+  return out;
+}
+
+nlohmann::json JournalJson(const JournalPublisherStatus& s) {
+  return {{"connected", s.connected},           {"records_accepted", s.records_accepted},
+          {"records_acked", s.records_acked},   {"duplicates", s.duplicates},
+          {"records_pending", s.records_pending}, {"bytes_pending", s.bytes_pending},
+          {"last_acked_seq", s.last_acked_seq}, {"resent", s.resent},
+          {"lost_records", s.lost_records},     {"lost_bytes", s.lost_bytes}};
+}
+
+namespace {
+
+// What a replica's consumer thread publishes for the HTTP API and the status line.
+struct ReplicaSnapshot {
+  std::vector<ServedSource> sources;
+  JournalServing journal;
+  JournalApplyStats stats;
+};
+
+class ReplicaBackend : public ServerBackend {
+ public:
+  std::vector<ServedSource> Sources() const override {
+    std::lock_guard lock(mutex_);
+    return snapshot_.sources;
+  }
+  Status Register(std::span<const SourceConfig>) override {
+    return Status::Unsupported("a replica (--from-journal) takes its sources from the journal");
+  }
+  Result<ApplyResult> Unregister(const std::string&) override {
+    return Status::Unsupported("a replica (--from-journal) takes its sources from the journal");
+  }
+  std::optional<JournalServing> Journal() const override {
+    std::lock_guard lock(mutex_);
+    return snapshot_.journal;
+  }
+  void Set(ReplicaSnapshot snapshot) {
+    std::lock_guard lock(mutex_);
+    snapshot_ = std::move(snapshot);
+  }
+  ReplicaSnapshot Get() const {
+    std::lock_guard lock(mutex_);
+    return snapshot_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  ReplicaSnapshot snapshot_;
+};
+
+ReplicaSnapshot SnapshotOf(const JournalApplier& applier, bool connected, uint64_t last_seq) {
+  ReplicaSnapshot out;
+  const Ingestor& ingestor = applier.ingestor();
+  for (size_t i = 0; i < ingestor.source_count(); ++i) {
+    const SourceId id{static_cast<uint32_t>(i)};
+    ServedSource s;
+    s.config = ingestor.config(id);
+    s.name = SourceDisplayName(s.config);
+    s.state = "replica";
+    s.counters = ingestor.counters(id);
+    out.sources.push_back(std::move(s));
+  }
+  out.stats = applier.stats();
+  out.journal.replica = true;
+  out.journal.connected = connected;
+  out.journal.applied_seq = out.stats.applied_seq;
+  out.journal.stream_last_seq = std::max(last_seq, out.stats.applied_seq);
+  out.journal.lag = out.journal.stream_last_seq - out.journal.applied_seq;
+  return out;
+}
+
+// Opens the journal from `start_seq`, waiting for NATS and the stream until it can or `stop`.
+// Null when stopped first.
+Result<std::unique_ptr<JournalReader>> OpenJournal(const JournalOptions& journal,
+                                                   uint64_t start_seq,
+                                                   const std::atomic<bool>& stop) {
+  bool told = false;
+  while (!stop.load()) {
+    Result<std::unique_ptr<JournalReader>> opened =
+        JournalReader::Open(journal, start_seq, std::chrono::milliseconds(500));
+    if (opened.ok()) {
+      if (told) Log(LogLevel::kInfo, "replica: journal '" + journal.stream + "' opened");
+      return opened;
+    }
+    if (opened.status().code() == StatusCode::kInvalidArgument) return opened.status();
+    if (!told) {
+      Log(LogLevel::kWarn, "replica: waiting for the journal: " + opened.status().message());
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return std::unique_ptr<JournalReader>();
+}
+
+// The consumer thread: opens the journal, applies every entry, refreshes the snapshot about
+// every 200 ms. A consumer that delivers nothing for 2 s while the stream holds more (a cluster
+// node lost under it) is opened again after the last sequence applied.
+Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
+                      ReplicaBackend& backend, const std::atomic<bool>& stop) {
+  KVINDEX_ASSIGN_OR_RETURN(std::unique_ptr<JournalReader> reader, OpenJournal(journal, 1, stop));
+  if (!reader) return Status::Ok();
+  JournalEntry entry;
+  uint64_t last_seq = 0;
+  bool connected = true;
+  auto next_refresh = SteadyClock::now();
+  auto last_delivery = SteadyClock::now();
+  while (!stop.load()) {
+    if (reader->Next(entry, std::chrono::milliseconds(50))) {
+      last_delivery = SteadyClock::now();
+      // Every sequence is applied once, also when a reopened consumer repeats one.
+      if (entry.stream_seq > applier.stats().applied_seq) {
+        KVINDEX_RETURN_IF_ERROR(applier.Apply(entry).WithContext(
+            "journal seq " + std::to_string(entry.stream_seq)));
+      }
+      last_seq = std::max(last_seq, entry.stream_seq + entry.pending);
+    }
+    const auto now = SteadyClock::now();
+    if (now >= next_refresh) {
+      const Result<uint64_t> last = reader->LastSeq();
+      connected = last.ok();
+      if (last.ok()) last_seq = std::max(last_seq, *last);
+      backend.Set(SnapshotOf(applier, connected, last_seq));
+      next_refresh = now + std::chrono::milliseconds(200);
+    }
+    if (last_seq > applier.stats().applied_seq && now - last_delivery > std::chrono::seconds(2)) {
+      reader.reset();
+      KVINDEX_ASSIGN_OR_RETURN(reader,
+                               OpenJournal(journal, applier.stats().applied_seq + 1, stop));
+      if (!reader) break;
+      last_delivery = SteadyClock::now();
+    }
+  }
+  backend.Set(SnapshotOf(applier, connected, last_seq));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunReplica(const ReplicaRun& run) {
+  IndexOptions index_options;
+  index_options.max_blocks = run.max_blocks;
+  PrefixIndex index(index_options);
+  JournalApplier applier(&index);
+  BlockStopSignals();
+  auto owned = std::make_unique<ReplicaBackend>();
+  ReplicaBackend* backend = owned.get();
+  backend->Set(SnapshotOf(applier, false, 0));
+  KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServingWith(run.http, "", index, *backend));
+  std::atomic<bool> stop{false};
+  std::atomic<bool> done{false};
+  Status result;
+  const auto start = SteadyClock::now();
+  std::thread consumer([&] {
+    result = ConsumeJournal(run.journal, applier, *backend, stop);
+    done.store(true);
+  });
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  double next_line = run.stats_interval_s;
+  while (!done.load()) {
+    timespec wait{0, 50'000'000};
+    const int sig = sigtimedwait(&set, nullptr, &wait);
+    const double elapsed = SecondsSince(start);
+    if (sig == SIGINT || sig == SIGTERM || (run.duration_s > 0 && elapsed >= run.duration_s)) {
+      stop.store(true);
+    }
+    if (run.stats_interval_s > 0 && elapsed >= next_line && !stop.load()) {
+      const ReplicaSnapshot s = backend->Get();
+      std::fprintf(stderr,
+                   "kvindex subscribe: %.0f s: replica: journal %s, applied seq %llu, lag %llu, "
+                   "%llu resident blocks\n",
+                   elapsed, s.journal.connected ? "up" : "DOWN",
+                   static_cast<unsigned long long>(s.journal.applied_seq),
+                   static_cast<unsigned long long>(s.journal.lag),
+                   static_cast<unsigned long long>(index.stats().blocks));
+      next_line += run.stats_interval_s;
+    }
+  }
+  consumer.join();
+  CloseJournalLibrary();  // the consumer's reader is gone
+  StopHttpServing(http);
+  const ReplicaSnapshot s = backend->Get();
+  const IndexStats stats = index.stats();
+  std::printf("replica: %llu journal records applied, up to seq %llu (lag %llu), %llu bad\n"
+              "index: %llu resident blocks, %llu presences, %llu orphans, %llu tokenless\n",
+              static_cast<unsigned long long>(s.stats.entries),
+              static_cast<unsigned long long>(s.stats.applied_seq),
+              static_cast<unsigned long long>(s.journal.lag),
+              static_cast<unsigned long long>(s.stats.bad_records),
+              static_cast<unsigned long long>(stats.blocks),
+              static_cast<unsigned long long>(stats.presences),
+              static_cast<unsigned long long>(stats.orphans),
+              static_cast<unsigned long long>(stats.tokenless));
+  std::fflush(stdout);
+  if (!run.json.empty()) {
+    nlohmann::json json = {{"command", "subscribe"},
+                           {"elapsed_s", SecondsSince(start)},
+                           {"journal",
+                            {{"entries", s.stats.entries},
+                             {"applied_seq", s.stats.applied_seq},
+                             {"stream_last_seq", s.journal.stream_last_seq},
+                             {"lag", s.journal.lag},
+                             {"bad_records", s.stats.bad_records},
+                             {"lost_notes", s.stats.lost_notes},
+                             {"given_up", s.stats.given_up}}}};
+    if (run.index_json) json["index"] = run.index_json(stats);
+    KVINDEX_RETURN_IF_ERROR(WriteJsonFile(run.json, json));
+  }
+  return result;
+}
+
+namespace {
+
+// Writes one journal record into `writer` under the capture source id `source`.
+Status WriteJournalRecord(CaptureWriter& writer, const CaptureRecordView& r, SourceId source) {
+  switch (r.type) {
+    case CaptureRecordType::kSourceDefinition:
+      return writer.WriteSourceDefinition(source, r.text(), r.recv_ns);
+    case CaptureRecordType::kMessage:
+    case CaptureRecordType::kReplayed:
+      return writer.WriteFrames(r.type, source, r.recv_ns, r.frames);
+    case CaptureRecordType::kGap:
+    case CaptureRecordType::kLost:
+    case CaptureRecordType::kRestart:
+    case CaptureRecordType::kTimeout:
+      return writer.WriteObservation(r.type, source, r.recv_ns, r.first(), r.second());
+    case CaptureRecordType::kMalformed:
+    case CaptureRecordType::kNote:
+      return writer.WriteText(r.type, source, r.recv_ns, r.text());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ExportJournal(const JournalOptions& journal, const std::string& out, bool overwrite,
+                     const std::string& json_path) {
+  KVINDEX_ASSIGN_OR_RETURN(auto reader,
+                           JournalReader::Open(journal, 1, std::chrono::milliseconds(2000)));
+  KVINDEX_ASSIGN_OR_RETURN(const uint64_t last, reader->LastSeq());
+  CaptureWriterOptions writer_options;
+  writer_options.overwrite = overwrite;
+  KVINDEX_ASSIGN_OR_RETURN(auto writer, CaptureWriter::Create(out, writer_options));
+  writer->set_coalescing(true);
+  JournalSourceMap sources;
+  JournalEntry entry;
+  uint64_t records = 0;
+  uint64_t bad = 0;
+  uint64_t seq = 0;
+  auto last_progress = SteadyClock::now();
+  while (seq < last) {
+    if (!reader->Next(entry, std::chrono::milliseconds(200))) {
+      if (SteadyClock::now() - last_progress > std::chrono::seconds(10)) {
+        return Status::Unavailable("journal: no message for 10 s at seq " + std::to_string(seq) +
+                                   " of " + std::to_string(last));
+      }
+      continue;
+    }
+    last_progress = SteadyClock::now();
+    seq = entry.stream_seq;
+    if (!entry.problem.ok()) {
+      ++bad;
+      continue;
+    }
+    KVINDEX_RETURN_IF_ERROR(
+        WriteJournalRecord(*writer, entry.record, sources.Local(entry.source_key)));
+    ++records;
+  }
+  KVINDEX_RETURN_IF_ERROR(writer->Close());
+  reader.reset();
+  CloseJournalLibrary();
+  std::printf("journal '%s': %llu records to seq %llu (%llu not capture records, skipped)\n"
+              "capture: %s\n",
+              journal.stream.c_str(), static_cast<unsigned long long>(records),
+              static_cast<unsigned long long>(seq), static_cast<unsigned long long>(bad),
+              out.c_str());
+  std::fflush(stdout);
+  if (!json_path.empty()) {
+    KVINDEX_RETURN_IF_ERROR(WriteJsonFile(
+        json_path, {{"command", "record"},
+                    {"journal", {{"records", records}, {"last_seq", seq}, {"bad_records", bad}}},
+                    {"files", writer->paths()},
+                    {"records_written", writer->records_written()}}));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvindex::cli
