@@ -86,6 +86,13 @@ TEST_CASE("A query names its KV-cache group; a miss in another group is explaine
   // A bad group is a usage error of the body.
   CHECK_FALSE(ParseQueryRequest(R"({"model": "m", "token_ids": [1], "group": -1})").ok());
   CHECK_FALSE(ParseQueryRequest(R"({"model": "m", "token_ids": [1], "group": "x"})").ok());
+  // A reused request forgets the group of the body before (and a bad group before it).
+  QueryRequest reused;
+  REQUIRE(ParseQueryRequest(R"({"model": "m", "token_ids": [1], "group": 3})", reused).ok());
+  CHECK(reused.match.group == 3);
+  CHECK_FALSE(ParseQueryRequest(R"({"model": "m", "token_ids": [1], "group": -1})", reused).ok());
+  REQUIRE(ParseQueryRequest(R"({"model": "m", "token_ids": [1]})", reused).ok());
+  CHECK(reused.match.group == 0);
 }
 
 TEST_CASE("A sparse group's event: every chunk extends the chain, only the offsets are blocks") {
@@ -161,6 +168,10 @@ TEST_CASE("--explain names a silent publisher and an EAGLE stream configured pla
   CHECK(Reasons(index, sources, body, context).at("quiet") == "silent-publisher");
   context.sources[0].last_message_ns = 990 * s;
   CHECK(Reasons(index, sources, body, context).at("quiet") == "first-block-absent");
+  // Stale by its trust state (subscribe --stale-after below 10 s): silent.
+  context.sources[0].stale = true;
+  CHECK(Reasons(index, sources, body, context).at("quiet") == "silent-publisher");
+  context.sources[0].stale = false;
   // Not subscribed (offline): never silent.
   context.sources[0].last_message_ns = 0;
   for (ExplainSource& src : context.sources) src.subscribed = false;

@@ -53,6 +53,7 @@ run "$KVINDEX" record --from-journal "$J" --out "$TMP/j.kvcap"
 expect_status 0 "record --from-journal"
 run "$PY" "$KVINDEX_SOURCE_DIR/tests/data/journal_compare.py" "$TMP/cap.kvcap" "$TMP/j.kvcap" "$lost" "$lost_bytes"
 expect_status 0 "the journal holds the capture minus exactly what was counted lost"
+[ "$status" -eq 0 ] || cat "$stdout_file" "$stderr_file" >&2
 # The replica gave up on the hole the loss left (no replay of it can come from the journal).
 "$PY" -c 'import json,sys; j=json.load(open(sys.argv[1]))["journal"]; assert j["lost_notes"] >= 1 and j["given_up"] >= 1, j' \
   "$TMP/rep.json" || fail "replica did not give up on the lost stretch"

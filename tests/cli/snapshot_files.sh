@@ -16,7 +16,7 @@ expect_status 0 "--write-snapshot"
 # The same answers as from the capture (tests/cli/replay_capture.sh has the hand computation).
 run "$KVINDEX" query --snapshot "$TMP/d.kvsnap" --model m --tokens 101,15,100,55,89,63
 expect_status 0 "query --snapshot"
-grep -qE '^vllm-0 +2 +6 +4 +4 +4 +- +0:4 1:2$' "$stdout_file" || fail "query table row"
+grep -qE '^vllm-0 +2 +6 +4 +4 +4 +- +0:4 1:2 +exact$' "$stdout_file" || fail "query table row"
 run "$KVINDEX" query --snapshot "$TMP/d.kvsnap" --model m --hashes 11,12
 expect_status 0 "query --snapshot --hashes"
 grep -qE '^vllm-0 +2 +4 ' "$stdout_file" || fail "engine-hash query"

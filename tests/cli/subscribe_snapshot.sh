@@ -41,7 +41,8 @@ import json, sys, time, urllib.error
 sys.path.insert(0, sys.argv[2])
 from http_client import Server
 call = Server(sys.argv[1]).call
-want = {"longest_matched": 180, "GPU": 180, "CPU": 0, "DISK": 0, "DP": {"0": 180}}
+want = {"longest_matched": 180, "GPU": 180, "CPU": 0, "DISK": 0, "DP": {"0": 180},
+        "state": "exact"}
 deadline = time.time() + 15
 while True:
     try:

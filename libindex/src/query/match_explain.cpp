@@ -186,7 +186,7 @@ class Explainer {
       if (!s.subscribed) return false;
       const int64_t since = s.last_message_ns != 0 ? s.last_message_ns : s.watched_since_ns;
       const int64_t quiet = context_.now_ns - since;
-      if (quiet < context_.silent_after_ns) return false;
+      if (!s.stale && quiet < context_.silent_after_ns) return false;
       never |= s.last_message_ns == 0;
       quiet_ns = quiet_ns < 0 ? quiet : std::min(quiet_ns, quiet);
       names += (names.empty() ? "" : ", ") + Quoted(s.name);

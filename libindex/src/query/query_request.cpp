@@ -57,6 +57,7 @@ struct Fields {
     }
     lora_id = {};
     block_size = {};
+    group = {};
     tokens = {};
     block_hash = {};
     seq_hashes = {};
@@ -356,6 +357,7 @@ Status ScopeFrom(const Fields& f, const StringField& model, std::string_view mod
     }
     request.match.block_size = static_cast<uint32_t>(f.block_size.value);
   }
+  request.match.group = 0;  // group 0 (full attention) unless the body names one
   if (f.group.seen != Seen::kAbsent) {
     if (f.group.seen == Seen::kOther || f.group.value < 0 ||
         f.group.value > std::numeric_limits<uint32_t>::max()) {

@@ -236,6 +236,7 @@ int QueryService::Query(std::string_view body, std::string& out) {
                                  .subscribed = s.subscribed,
                                  .last_message_ns = s.transport.last_message_ns,
                                  .watched_since_ns = s.watched_since_ns,
+                                 .stale = s.counters.trust.stale(),
                                  .bigram_events = s.counters.bigram_events,
                                  .token_form_mismatches = s.counters.token_form_mismatches});
     }

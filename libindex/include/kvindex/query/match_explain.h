@@ -8,7 +8,8 @@
 //   group               the instance holds the prompt in another KV-cache group than the query's
 //                       (`group` / `group_idx`; 0 when the query names none)
 //   silent-publisher    (instance holds nothing, or not the prompt's first block) every live source
-//                       of the instance has sent no message for ExplainContext::silent_after_ns
+//                       of the instance is stale (its trust state) or has sent no message for
+//                       ExplainContext::silent_after_ns
 //   unknown-scope       the instance holds nothing of this model for this tenant
 //   block-size          the query's block_size differs from the instance's
 //   short-prompt        the prompt is shorter than one of the instance's blocks
@@ -49,6 +50,7 @@ struct ExplainSource {
   bool subscribed = false;
   int64_t last_message_ns = 0;   // realtime ns of the latest live message; 0: none yet
   int64_t watched_since_ns = 0;  // realtime ns since the subscriber listens to it
+  bool stale = false;            // its trust state is stale (subscribe --stale-after)
   uint64_t bigram_events = 0;          // SourceCounters::bigram_events
   uint64_t token_form_mismatches = 0;  // SourceCounters::token_form_mismatches
 };
@@ -56,7 +58,7 @@ struct ExplainSource {
 struct ExplainContext {
   std::vector<ExplainSource> sources;
   int64_t now_ns = 0;  // realtime ns
-  // A subscribed source with no message for this long is silent.
+  // A subscribed source that is stale, or has sent no message for this long, is silent.
   int64_t silent_after_ns = int64_t{30} * 1'000'000'000;
 };
 
