@@ -67,6 +67,18 @@ void AddAutoTimeoutOption(CLI::App* cmd, double& seconds) {
       ->check(cli::Seconds(/*zero_ok=*/true));
 }
 
+SourceFlags AddSourceFlags(CLI::App* cmd, std::vector<std::string>& sources, std::string& config) {
+  SourceFlags flags;
+  flags.source =
+      cmd->add_option("--source", sources,
+                      "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
+          ->check(cli::Utf8());
+  flags.config = cmd->add_option("--config", config, "Upstream conductor JSON config of sources")
+                     ->check(CLI::ExistingFile)
+                     ->check(cli::InputFile());
+  return flags;
+}
+
 void BlockStopSignals() {
   sigset_t set;
   sigemptyset(&set);

@@ -29,6 +29,13 @@ Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& 
 // Adds --auto-timeout to a live command (`record`, `subscribe`).
 void AddAutoTimeoutOption(CLI::App* cmd, double& seconds);
 
+// --source (repeatable) and --config, as `record` and `subscribe` take them.
+struct SourceFlags {
+  CLI::Option* source;
+  CLI::Option* config;
+};
+SourceFlags AddSourceFlags(CLI::App* cmd, std::vector<std::string>& sources, std::string& config);
+
 // Blocks SIGINT and SIGTERM in the calling thread (and every thread it starts later), so that
 // RunLive() receives them synchronously. Call before creating the Subscriber.
 void BlockStopSignals();

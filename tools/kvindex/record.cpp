@@ -112,14 +112,7 @@ void AddRecordCommand(CLI::App& app, CommandOutcome& outcome) {
       "record",
       "Record live KV-event sources into a capture file: raw frames, replayed batches marked, "
       "gaps/lost/restarts/malformed observed (docs/capture-format.md)");
-  CLI::Option* source =
-      cmd->add_option("--source", options->sources,
-                      "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
-          ->check(cli::Utf8());
-  CLI::Option* config =
-      cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-          ->check(CLI::ExistingFile)
-          ->check(cli::InputFile());
+  const auto [source, config] = AddSourceFlags(cmd, options->sources, options->config);
   AddJournalOptions(cmd, options->journal, /*publish_flags=*/false, source);
   cmd->get_option("--from-journal")->excludes(config);
   cmd->add_option("--out", options->out, "Capture file to create (rotated files: NAME.1.EXT, ...)")

@@ -238,14 +238,7 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
       "subscribe",
       "Keep a live prefix index of KV-event sources (gap recovery, restarts, backfill), "
       "optionally recording a capture");
-  CLI::Option* source =
-      cmd->add_option("--source", options->sources,
-                      "NAME=FORMAT@ENDPOINT[,key=value...] (repeatable; docs/cli.md \"Sources\")")
-          ->check(cli::Utf8());
-  CLI::Option* config =
-      cmd->add_option("--config", options->config, "Upstream conductor JSON config of sources")
-          ->check(CLI::ExistingFile)
-          ->check(cli::InputFile());
+  const auto [source, config] = AddSourceFlags(cmd, options->sources, options->config);
   AddJournalOptions(cmd, options->journal, /*publish_flags=*/true, source);
   cmd->get_option("--from-journal")->excludes(config);
   cmd->add_option("--record", options->record, "Also record a capture to FILE");
