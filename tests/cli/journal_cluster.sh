@@ -50,16 +50,7 @@ pubpid=$!
 sleep 0.5
 kill -9 "${nodes[0]}"  # the first server of the list: both clients are connected to it
 wait "$pubpid" || fail "publish-fake: $(cat "$TMP/pub.err")"
-"$PY" - "$http_ing" <<'PYEOF' || fail "ingester after losing a node"
-import json, sys, time, urllib.request
-deadline = time.time() + 10
-while True:
-    j = json.loads(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % sys.argv[1], timeout=5).read())["journal"]
-    if (j["connected"] and j["records_pending"] == 0) or time.time() > deadline:
-        break
-    time.sleep(0.1)
-assert j["connected"] and j["records_pending"] == 0 and j["lost_records"] == 0, j
-PYEOF
+wait_acked "$http_ing" none || fail "ingester after losing a node"
 last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])')
 wait_lag0 "$http_rep" "$last" || fail "replica lag"
 check_answers "$TMP/q.jsonl" "$http_rep" || fail "replica answers"

@@ -38,6 +38,27 @@ http_json() {
 print(urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]), timeout=5).read().decode())' "$@"
 }
 
+# wait_acked PORT LOST: waits (<= 10 s) until the ingester on PORT is connected to the journal with
+# nothing pending, then checks what it lost: LOST "none" (no record lost) or "some" (records and
+# bytes lost). Prints the journal object of /healthz on failure.
+wait_acked() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys, time, urllib.request
+port, lost = sys.argv[1], sys.argv[2]
+deadline = time.time() + 10
+while True:
+    j = json.loads(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % port, timeout=5).read())["journal"]
+    if (j["connected"] and j["records_pending"] == 0) or time.time() > deadline:
+        break
+    time.sleep(0.1)
+assert j["connected"] and j["records_pending"] == 0, j
+if lost == "none":
+    assert j["lost_records"] == 0, j
+else:
+    assert j["lost_records"] > 0 and j["lost_bytes"] > 0, j
+PYEOF
+}
+
 # wait_lag0 PORT MIN_SEQ: waits (<= 15 s) until the replica on PORT has applied at least MIN_SEQ
 # and reports lag 0 in /healthz.
 wait_lag0() {
