@@ -25,6 +25,10 @@ The plan is JSON: {"steps": [step...]}; steps run in order:
                                  (counting those served before this step: a race-free wait)
   {"sleep": s}
   {"clear_ring": true}           forget the ring (a publisher restart)
+  {"hold_replies": true}         from now on, each replay reply is made from the ring when its
+                                 request arrives but held back (a slow publisher)
+  {"send_held": true}            send the held replies, oldest first, each to the socket that
+                                 asked (a closed one gets nothing), and stop holding
   {"ready": true}                write the --ready file now (default: before the first step)
 After the steps it keeps serving replay requests for --serve seconds (default 20), or until
 stdin reaches EOF when --serve is 0. --ready FILE is written once the sockets are bound.
@@ -69,6 +73,7 @@ class Publisher:
         self.ring = []  # (seq, payload)
         self.subscriptions = 0
         self.served = 0
+        self.held = None  # replies held back (hold_replies), or None
         self.subscribed = False
         self.log = open(args.log, "w") if args.log else None
 
@@ -105,20 +110,26 @@ class Publisher:
         if self.args.mute_replay:
             return
         style = self.args.style
+        reply = []
         for seq, payload in self.ring[-self.args.ring:]:
             if seq < start:
                 continue
             seq8 = seq.to_bytes(8, "big")
             if style == "vllm-topic":
-                self.router.send_multipart([identity, b"", self.topic, seq8, payload])
+                reply.append([identity, b"", self.topic, seq8, payload])
             else:
-                self.router.send_multipart([identity, b"", seq8, payload])
+                reply.append([identity, b"", seq8, payload])
         if style == "vllm-topic":
-            self.router.send_multipart([identity, b"", b"", END, b""])
+            reply.append([identity, b"", b"", END, b""])
         elif style == "mooncake":
-            self.router.send_multipart([identity, b"", b"", END])
+            reply.append([identity, b"", b"", END])
         else:
-            self.router.send_multipart([identity, b"", END, b""])
+            reply.append([identity, b"", END, b""])
+        if self.held is not None:
+            self.held.append(reply)
+            return
+        for frames in reply:
+            self.router.send_multipart(frames)
 
     def wait(self, predicate, what):
         deadline = time.time() + 20
@@ -166,6 +177,13 @@ class Publisher:
                     self.poll(10)
             elif step.get("clear_ring"):
                 self.ring = []
+            elif step.get("hold_replies"):
+                self.held = []
+            elif step.get("send_held"):
+                held, self.held = self.held or [], None
+                for reply in held:
+                    for frames in reply:
+                        self.router.send_multipart(frames)
             elif step.get("ready"):
                 self.write_ready()
 

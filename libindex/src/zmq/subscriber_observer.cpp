@@ -75,6 +75,15 @@ void Subscriber::Impl::OnRestart(SourceId id, uint64_t previous, uint64_t seq) {
   RecordObservation(CaptureRecordType::kRestart, id, previous, seq);
   Log(LogLevel::kWarn, "source '" + Name(id) + "': publisher restart (seq " + std::to_string(seq) +
                            " after " + std::to_string(previous) + "): source cleared");
+  // A reply to the old incarnation's request may still be on its way (the DEALER reads at burst
+  // granularity beside a backlogged SUB): it must not answer a request of the new incarnation
+  // (docs/sequence-rules.md "Replay"). A request the restart itself makes is sent afterwards, on
+  // the fresh DEALER.
+  Source* s = Find(id);
+  if (s != nullptr && s->replay_pending) {
+    s->replay_pending = false;
+    RecreateDealer(*s);
+  }
 }
 
 void Subscriber::Impl::OnMalformed(SourceId id, const Status& why) {

@@ -103,14 +103,17 @@ void Subscriber::Impl::GiveUp(Source& s) {
   s.replay_pending = false;
   RecordObservation(CaptureRecordType::kTimeout, s.id, s.last_applied, 0);
   ingestor.GiveUp(s.id, RealtimeNs());
-  if (s.dealer) {
-    // Late replies to the abandoned request must not answer the next one.
-    s.dealer.reset();
-    ++s.status.dealers_recreated;
-    sockets_changed = true;
-    Record(OpenDealer(s));
-  }
+  // Late replies to the abandoned request must not answer the next one.
+  RecreateDealer(s);
   FlushRequests();
+}
+
+void Subscriber::Impl::RecreateDealer(Source& s) {
+  if (!s.dealer) return;
+  s.dealer.reset();
+  ++s.status.dealers_recreated;
+  sockets_changed = true;
+  Record(OpenDealer(s));
 }
 
 }  // namespace kvindex
