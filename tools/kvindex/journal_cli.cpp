@@ -191,6 +191,7 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
   KVINDEX_ASSIGN_OR_RETURN(std::unique_ptr<JournalReader> reader, OpenJournal(journal, 1, stop));
   if (!reader) return Status::Ok();
   JournalEntry entry;
+  LogRateLimiter bad_log;
   uint64_t last_seq = 0;
   bool connected = true;
   auto next_refresh = SteadyClock::now();
@@ -199,9 +200,18 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
     if (reader->Next(entry, std::chrono::milliseconds(50))) {
       last_delivery = SteadyClock::now();
       // Every sequence is applied once, also when a reopened consumer repeats one.
+      // A record the index refuses is counted (bad_records), logged and skipped: a replica
+      // never stops on one.
+      uint64_t suppressed = 0;
       if (entry.stream_seq > applier.stats().applied_seq) {
-        KVINDEX_RETURN_IF_ERROR(applier.Apply(entry).WithContext(
-            "journal seq " + std::to_string(entry.stream_seq)));
+        const Status applied = applier.Apply(entry);
+        if (!applied.ok() && bad_log.Allow(&suppressed)) {
+          Log(LogLevel::kWarn, "replica: journal seq " + std::to_string(entry.stream_seq) +
+                                   ": skipped: " + applied.message() +
+                                   (suppressed != 0 ? " (" + std::to_string(suppressed) +
+                                                          " similar suppressed)"
+                                                    : std::string()));
+        }
       }
       last_seq = std::max(last_seq, entry.stream_seq + entry.pending);
     }

@@ -32,6 +32,7 @@ Status JournalApplier::Apply(JournalEntry& entry) {
     }
   }
   const Status status = replayer_.Apply(entry.record);
+  if (!status.ok()) ++stats_.bad_records;
   for (const SourceId source : give_up_now_) {
     ingestor_.GiveUp(source);
     ++stats_.given_up;

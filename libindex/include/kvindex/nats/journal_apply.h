@@ -34,7 +34,8 @@ class JournalSourceMap {
 
 struct JournalApplyStats {
   uint64_t entries = 0;
-  uint64_t bad_records = 0;  // bodies that are not capture records (skipped)
+  uint64_t bad_records = 0;  // bodies that are not capture records, or records the index refused
+                             // (skipped)
   uint64_t lost_notes = 0;   // journal-lost notes seen
   uint64_t given_up = 0;     // holes given up on because of them
   uint64_t applied_seq = 0;  // the stream sequence of the latest entry applied
