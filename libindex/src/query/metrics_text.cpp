@@ -225,6 +225,12 @@ class ServingCollector final : public prometheus::Collectable {
             j.stream_last_seq);
       gauge("kvindex_journal_lag", "Journal records not applied yet (stream last - applied).",
             j.lag);
+      gauge("kvindex_journal_snapshot_seq",
+            "The journal sequence the snapshot the replica started from covered (0: none).",
+            j.snapshot_seq);
+      gauge("kvindex_journal_skipped_seqs",
+            "Journal records gone from the stream (retention) before the replica applied them.",
+            j.skipped_seqs);
       return;
     }
     gauge("kvindex_journal_records_pending", "Records kept for the journal, not acknowledged yet.",

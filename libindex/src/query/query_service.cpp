@@ -404,7 +404,10 @@ std::string QueryService::Healthz() const {
                                        {"connected", j->connected},
                                        {"applied_seq", j->applied_seq},
                                        {"stream_last_seq", j->stream_last_seq},
-                                       {"lag", j->lag}}
+                                       {"lag", j->lag},
+                                       {"started_from", j->started_from},
+                                       {"snapshot_seq", j->snapshot_seq},
+                                       {"skipped_seqs", j->skipped_seqs}}
                                 : Json{{"role", "ingester"},
                                        {"connected", j->connected},
                                        {"records_pending", j->records_pending},
