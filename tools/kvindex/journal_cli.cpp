@@ -218,6 +218,7 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
   JournalEntry entry;
   uint64_t last_seq = 0;
   bool connected = true;
+  bool told_behind = false;
   auto next_refresh = SteadyClock::now();
   auto last_delivery = SteadyClock::now();
   while (!stop.load()) {
@@ -246,6 +247,13 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       const Result<uint64_t> last = reader->LastSeq();
       connected = last.ok();
       if (last.ok()) last_seq = std::max(last_seq, *last);
+      if (last.ok() && *last < applier.stats().applied_seq && !told_behind) {
+        // A snapshot covering more than the stream holds: the stream was made again.
+        Log(LogLevel::kWarn, "replica: the journal ends at seq " + std::to_string(*last) +
+                                 ", before seq " + std::to_string(applier.stats().applied_seq) +
+                                 " that the replica started after: was the stream recreated?");
+        told_behind = true;
+      }
       backend.Set(SnapshotOf(applier, start, connected, last_seq));
       next_refresh = now + std::chrono::milliseconds(200);
     }
