@@ -29,6 +29,11 @@ wait_acked "$http_ing" none || fail "ingester journal state"
 last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])')
 [ "$last" -gt 300 ] || fail "journal holds $last records"
 wait_log "$TMP/ing.err" "covers seq $last," || fail "no snapshot covers seq $last: $(grep snapshot "$TMP/ing.err")"
+http_json "$http_ing" /healthz | "$PY" -c 'import json, sys
+j = json.load(sys.stdin)["journal"]
+assert j["snapshot_seq"] == int(sys.argv[1]) and j["snapshots_written"] >= 3, j' "$last" \
+  || fail "ingester /healthz snapshots"
+http_json "$http_ing" /metrics | grep -q "^kvindex_journal_snapshot_seq $last\$" || fail "ingester metrics"
 kill -TERM "$ing"
 wait "$ing" || fail "ingester exit after SIGTERM"
 "$PY" -c 'import json,sys; s=json.load(open(sys.argv[1]))["journal"]["snapshots"]; assert s["written"] >= 3 and s["last_covered_seq"] == int(sys.argv[2]), s' \

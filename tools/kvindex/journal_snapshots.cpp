@@ -111,6 +111,11 @@ Status JournalSnapshotter::WriteOne() {
   if (!pruned.ok())
     Log(LogLevel::kWarn, "journal snapshots not pruned: " + pruned.status().message());
   const size_t removed = pruned.ok() ? *pruned : 0;
+  {
+    std::lock_guard lock(mu_);
+    ++status_.written;
+    status_.last_covered_seq = covered;
+  }
   Log(LogLevel::kInfo, "journal snapshot " + std::to_string(manifest.id) + ": covers seq " +
                            std::to_string(covered) + ", " + std::to_string(manifest.bytes) +
                            " bytes in " + std::to_string(manifest.chunks.size()) + " chunk(s), " +
@@ -118,9 +123,6 @@ Status JournalSnapshotter::WriteOne() {
                            std::to_string(static_cast<int64_t>(SecondsSince(started) * 1000)) +
                            " ms" +
                            (removed != 0 ? ", " + std::to_string(removed) + " older removed" : ""));
-  std::lock_guard lock(mu_);
-  ++status_.written;
-  status_.last_covered_seq = covered;
   return Status::Ok();
 }
 

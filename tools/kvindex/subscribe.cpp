@@ -187,9 +187,23 @@ Status RunSubscribe(const SubscribeOptions& options) {
     return text;
   };
   std::function<std::optional<JournalServing>()> journal_probe;
+  // Made before the HTTP server reads it (journal_probe), started with the snapshot keeper.
+  std::unique_ptr<JournalSnapshotter> journal_snapshots;
+  if (journal && options.journal.snapshot_every_s > 0) {
+    journal_snapshots = std::make_unique<JournalSnapshotter>(
+        journal_options, options.journal.snapshot_every_s, options.snapshot_keep, *subscriber,
+        index, *journal);
+  }
   if (journal) {
-    journal_probe = [&journal]() -> std::optional<JournalServing> {
-      return ServingOf(journal->status());
+    journal_probe = [&journal, &journal_snapshots]() -> std::optional<JournalServing> {
+      JournalServing serving = ServingOf(journal->status());
+      if (journal_snapshots) {
+        const JournalSnapshotterStatus snaps = journal_snapshots->status();
+        serving.snapshot_seq = snaps.last_covered_seq;
+        serving.snapshots_written = snaps.written;
+        serving.snapshots_failed = snaps.failed;
+      }
+      return serving;
     };
   }
   // The HTTP server (docs/http-api.md) queries `index` on its own threads; writes go through Submit().
@@ -201,13 +215,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
                                               options.snapshot_keep, *subscriber, index);
     keeper->Start();
   }
-  std::unique_ptr<JournalSnapshotter> journal_snapshots;
-  if (journal && options.journal.snapshot_every_s > 0) {
-    journal_snapshots = std::make_unique<JournalSnapshotter>(
-        journal_options, options.journal.snapshot_every_s, options.snapshot_keep, *subscriber,
-        index, *journal);
-    journal_snapshots->Start();
-  }
+  if (journal_snapshots) journal_snapshots->Start();
   const LiveOutcome outcome = RunLive(*subscriber, run);
   if (journal_snapshots) journal_snapshots->Stop();
   StopHttpServing(http);

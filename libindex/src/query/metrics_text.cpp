@@ -241,6 +241,13 @@ class ServingCollector final : public prometheus::Collectable {
     gauge("kvindex_journal_lost_records", "Records the journal lost (buffer full; cumulative).",
           j.lost_records);
     gauge("kvindex_journal_lost_bytes", "Bytes of the records lost (cumulative).", j.lost_bytes);
+    gauge("kvindex_journal_snapshot_seq",
+          "The journal sequence the latest snapshot written into the journal covers (0: none).",
+          j.snapshot_seq);
+    gauge("kvindex_journal_snapshots_written", "Snapshots written into the journal (cumulative).",
+          j.snapshots_written);
+    gauge("kvindex_journal_snapshots_failed",
+          "Journal snapshot attempts that wrote none (cumulative).", j.snapshots_failed);
   }
 
   MetricFamily LatencyFamily() const {

@@ -414,7 +414,10 @@ std::string QueryService::Healthz() const {
                                        {"bytes_pending", j->bytes_pending},
                                        {"last_acked_seq", j->last_acked_seq},
                                        {"lost_records", j->lost_records},
-                                       {"lost_bytes", j->lost_bytes}};
+                                       {"lost_bytes", j->lost_bytes},
+                                       {"snapshot_seq", j->snapshot_seq},
+                                       {"snapshots_written", j->snapshots_written},
+                                       {"snapshots_failed", j->snapshots_failed}};
   }
   return Dump(out);
 }
