@@ -1,7 +1,9 @@
 // Capture records on their own (files/capture_record.h): each Encode*() gives exactly the bytes
 // CaptureWriter puts in a file for the same call, ParseCaptureRecord() reads them back and refuses
-// damage; and JournalApplier (nats/journal_apply.h, no server needed) maps journal source keys
-// and gives up on a hole after a journal-lost note.
+// damage; and JournalApplier (nats/journal_apply.h, no server needed) maps journal source keys,
+// gives up on a hole after a journal-lost note or skipped stream sequences, and continues from a
+// snapshot as the replica it was taken from; the journal snapshot manifest reads back what it
+// wrote and refuses damage.
 #include "kvindex/files/capture_record.h"
 
 #include <doctest/doctest.h>
@@ -10,6 +12,8 @@
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/nats/journal_apply.h"
+#include "kvindex/nats/journal_snapshot.h"
+#include "kvindex/snapshot/snapshot.h"
 #include "test_util.h"
 
 namespace kvindex {
@@ -152,6 +156,117 @@ TEST_CASE("JournalApplier: a journal-lost note gives up on the next hole at once
   CHECK(!bad.entry.problem.ok());
   CHECK(applier.Apply(bad.entry).ok());
   CHECK(applier.stats().bad_records == 1);
+}
+
+// A source definition record of `spec` as capture source 9.
+Bytes Definition(const std::string& spec) {
+  auto config = ParseSourceSpec(spec);
+  REQUIRE(config.ok());
+  Bytes def;
+  REQUIRE(EncodeCaptureText(def, CaptureRecordType::kSourceDefinition, SourceId{9}, 0,
+                            SourceConfigToJson(config->front()))
+              .ok());
+  return def;
+}
+
+void ApplyAt(JournalApplier& applier, Bytes record, uint64_t seq) {
+  Entry e(std::move(record), 0xabc, seq);
+  REQUIRE(applier.Apply(e.entry).ok());
+}
+
+TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it was taken from") {
+  PrefixIndex index_a;
+  JournalApplier a(&index_a);
+  ApplyAt(a, Definition("a=vllm@tcp://127.0.0.1:1,model=m"), 1);
+  ApplyAt(a, Batch(1), 2);
+  ApplyAt(a, Batch(2), 3);
+  // The snapshot of A at seq 3, loaded into B, which continues after it.
+  const SourceId source{0};
+  const std::vector<SourceSeqState> seq = {a.ingestor().sequence_state(source)};
+  std::string bytes;
+  REQUIRE(WriteSnapshot(index_a.CopyState(), seq, 1, [&bytes](std::string_view chunk) {
+            bytes.append(chunk);
+            return true;
+          }).ok());
+  PrefixIndex index_b;
+  SnapshotReader reader("s", &index_b);
+  REQUIRE(reader.Feed(bytes).ok());
+  Result<SnapshotInfo> info = reader.Finish();
+  REQUIRE(info.ok());
+  JournalApplier b(&index_b);
+  const std::vector<uint64_t> keys = {0xabc};
+  REQUIRE(b.StartFrom(info->sources, info->seq, keys, 3).ok());
+  CHECK(b.stats().applied_seq == 3);
+  CHECK(b.stats().snapshot_seq == 3);
+  REQUIRE(b.ingestor().source_count() == 1);
+  CHECK(b.ingestor().sequence_state(source) == a.ingestor().sequence_state(source));
+  // The next batch is in sequence on both; a hole waits on both.
+  for (JournalApplier* applier : {&a, &b}) {
+    ApplyAt(*applier, Batch(3), 4);
+    CHECK(applier->ingestor().counters(source).sequence.gaps == 0);
+    CHECK(!applier->ingestor().waiting(source));
+    ApplyAt(*applier, Batch(5), 5);
+    CHECK(applier->ingestor().waiting(source));
+  }
+  CHECK(b.replay_stats().unknown_source_records == 0);
+  // Skipped stream sequences: the source gives up at once.
+  b.NoteSkipped(4);
+  CHECK(!b.ingestor().waiting(source));
+  CHECK(b.stats().skipped_seqs == 4);
+  CHECK(b.stats().given_up == 1);
+  // A source redefined in the journal after the snapshot is the same source, not a new one.
+  ApplyAt(b, Definition("a=vllm@tcp://127.0.0.1:1,model=m"), 10);
+  CHECK(b.ingestor().source_count() == 1);
+}
+
+TEST_CASE("JournalApplier: after skipped sequences the next hole is given up on at once") {
+  PrefixIndex index;
+  JournalApplier applier(&index);
+  ApplyAt(applier, Definition("a=vllm@tcp://127.0.0.1:1,model=m"), 1);
+  ApplyAt(applier, Batch(1), 2);
+  applier.NoteSkipped(7);
+  ApplyAt(applier, Batch(5), 10);
+  CHECK(!applier.ingestor().waiting(SourceId{0}));
+  CHECK(applier.stats().given_up == 1);
+}
+
+TEST_CASE("journal snapshot manifest: encodes, parses back, refuses damage") {
+  JournalSnapshotManifest m;
+  m.id = 1764657000123456789ULL;
+  m.covered_seq = 42;
+  m.bytes = kJournalSnapshotChunkBytes + 7;
+  m.xxh3 = 0xfedcba9876543210ULL;
+  m.chunks = {{5, kJournalSnapshotChunkBytes, 1}, {6, 7, 0xffffffffffffffffULL}};
+  m.source_keys = {0xabc, 0};
+  const std::string text = EncodeJournalSnapshotManifest(m);
+  CHECK(text.rfind("kvindex-journal-snapshot 1\nid 1764657000123456789\ncovered_seq 42\n", 0) == 0);
+  Result<JournalSnapshotManifest> back = ParseJournalSnapshotManifest(text);
+  REQUIRE(back.ok());
+  CHECK(back->id == m.id);
+  CHECK(back->covered_seq == 42);
+  CHECK(back->bytes == m.bytes);
+  CHECK(back->xxh3 == m.xxh3);
+  REQUIRE(back->chunks.size() == 2);
+  CHECK(back->chunks[1].seq == 6);
+  CHECK(back->chunks[1].xxh3 == 0xffffffffffffffffULL);
+  CHECK(back->source_keys == m.source_keys);
+  const auto refused = [](const std::string& bad) {
+    Result<JournalSnapshotManifest> r = ParseJournalSnapshotManifest(bad);
+    REQUIRE(!r.ok());
+    CHECK(r.status().code() == StatusCode::kMalformed);
+    return r.status().message();
+  };
+  CHECK(refused(text.substr(0, text.size() - 4)).find("no 'end'") != std::string::npos);
+  CHECK(refused("x" + text).find("line 1") != std::string::npos);
+  std::string wrong_total = text;
+  wrong_total.replace(wrong_total.find("bytes 1048583"), 13, "bytes 1048584");
+  CHECK(refused(wrong_total).find("not 1048584") != std::string::npos);
+  std::string big_chunk = text;
+  big_chunk.replace(big_chunk.find("chunk 6 7 "), 10, "chunk 6 1048577 ");
+  CHECK(refused(big_chunk).find("line 7") != std::string::npos);
+  CHECK(!ParseJournalSnapshotManifest(text + "end\n").ok());
+  CHECK(!ParseJournalSnapshotManifest("").ok());
+  CHECK(JournalSnapshotStream("kv") == "kv_SNAP");
 }
 
 TEST_CASE("JournalSourceMap: ids in first-seen order") {

@@ -12,7 +12,8 @@ nats=$base closed=$((base + 1)) pub=$((base + 2))
 SRC="a=vllm@tcp://127.0.0.1:$pub,model=m"
 
 run "$KVINDEX" subscribe --help
-for flag in --journal --journal-stream --journal-buffer --journal-replicas --from-journal; do expect_stdout_contains "$flag"; done
+for flag in --journal --journal-stream --journal-buffer --journal-replicas --from-journal \
+  --journal-max-age --journal-max-bytes --snapshot-to-journal; do expect_stdout_contains "$flag"; done
 run "$KVINDEX" record --help
 for flag in --journal-stream --from-journal; do expect_stdout_contains "$flag"; done
 
@@ -33,6 +34,13 @@ usage --journal-stream subscribe --source "$SRC" --journal-stream s --duration 0
 usage --journal-buffer subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-buffer 0
 usage --journal-replicas subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-replicas 7
 usage --from-journal subscribe --from-journal nats://127.0.0.1:4222 --source "$SRC"
+usage --journal-max-age subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-max-age 0
+usage --journal-max-age subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-max-age nan
+usage --journal-max-bytes subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-max-bytes 0
+usage --snapshot-to-journal subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --snapshot-to-journal 0
+usage "need --journal" subscribe --source "$SRC" --snapshot-to-journal 5 --duration 0.1
+usage "need --journal" subscribe --source "$SRC" --journal-max-bytes 100000 --duration 0.1
+usage "belong to the ingester" subscribe --from-journal nats://127.0.0.1:4222 --snapshot-to-journal 5
 usage --from-journal subscribe --from-journal nats://127.0.0.1:4222 --record "$TMP/x.kvcap"
 usage --from-journal record --from-journal nats://127.0.0.1:4222 --source "$SRC" --out "$TMP/x.kvcap"
 usage --journal-stream record --source "$SRC" --out "$TMP/x.kvcap" --journal-stream s --duration 0.1

@@ -110,3 +110,60 @@ print(len(final), "queries exact on", len(ports), "replicas")
 PYEOF
 }
 
+
+# JetStream's API and plain publishing over the NATS protocol itself (a socket, no client
+# library): JS_PY is Python defining request(port, subject, payload) -> reply bytes, for scripts
+# run as "$PY" -c "$JS_PY"$'\n'"...".
+JS_PY=$(cat <<'PYEOF'
+import json, socket, time
+def request(port, subject, payload=b""):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    buf = b""
+    def line():
+        nonlocal buf
+        while b"\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("nats closed the connection")
+            buf += chunk
+        out, buf = buf.split(b"\r\n", 1)
+        return out
+    def take(n):
+        nonlocal buf
+        while len(buf) < n + 2:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("nats closed the connection")
+            buf += chunk
+        out, buf = buf[:n], buf[n + 2:]
+        return out
+    assert line().startswith(b"INFO ")
+    s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.t 1\r\n')
+    s.sendall(b"PUB %s _INBOX.t %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+    s.sendall(b"PING\r\n")
+    while True:
+        l = line()
+        if l.startswith(b"MSG "):
+            reply = take(int(l.split()[-1]))
+            s.close()
+            return reply
+        if l == b"PING":
+            s.sendall(b"PONG\r\n")
+        elif l.startswith(b"-ERR"):
+            raise OSError(l.decode())
+def api(port, what, body=None):
+    return json.loads(request(port, "$JS.API." + what, json.dumps(body or {})))
+PYEOF
+)
+
+# wait_log FILE TEXT: waits (<= 15 s) until FILE contains TEXT.
+wait_log() {
+  local i
+  for i in $(seq 150); do
+    grep -qF -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -18,6 +18,7 @@
 #include "kvindex/ingest/ingest.h"
 #include "kvindex/nats/journal_apply.h"
 #include "cli_validators.h"
+#include "journal_snapshots.h"
 #include "live.h"
 
 namespace kvindex::cli {
@@ -36,11 +37,25 @@ void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_f
                     "Replicas of the journal stream when --journal creates it (1-5, default 1; 3 "
                     "in a JetStream cluster)")
         ->check(CLI::Range(1, 5));
+    cmd->add_option("--journal-max-age", options.max_age_s,
+                    "When --journal creates the stream: JetStream drops records older than S "
+                    "seconds (default: never; at least 1)")
+        ->check(cli::RealIn(1.0, cli::kMaxSeconds, /*zero_ok=*/false));
+    cmd->add_option("--journal-max-bytes", options.max_bytes,
+                    "When --journal creates the stream: JetStream drops the oldest records beyond "
+                    "B bytes (default: no limit)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
+    cmd->add_option("--snapshot-to-journal", options.snapshot_every_s,
+                    "Every S seconds write a snapshot of the index into the journal's snapshot "
+                    "stream (NAME_SNAP), keeping --snapshot-keep; replicas start from the newest "
+                    "(docs/scale-out.md)")
+        ->check(cli::Seconds(/*zero_ok=*/false));
   }
   CLI::Option* from = cmd->add_option(
       "--from-journal", options.from,
-      publish_flags ? "Be a replica: apply the journal at nats://HOST:PORT[,...] from its start "
-                      "instead of connecting to engines (docs/scale-out.md)"
+      publish_flags ? "Be a replica: apply the journal at nats://HOST:PORT[,...] after its newest "
+                      "snapshot (else from its start) instead of connecting to engines "
+                      "(docs/scale-out.md)"
                     : "Export the journal at nats://HOST:PORT[,...] (as it is now) instead of "
                       "recording engines");
   if (excluded != nullptr) from->excludes(excluded);
@@ -61,6 +76,8 @@ Result<JournalOptions> MakeJournalOptions(const JournalCliOptions& options,
   out.stream = options.stream;
   out.buffer_bytes = options.buffer_bytes;
   out.stream_replicas = options.replicas;
+  out.max_age = std::chrono::seconds(static_cast<int64_t>(options.max_age_s + 0.5));
+  out.max_bytes = static_cast<int64_t>(options.max_bytes);
   return out;
 }
 
@@ -139,7 +156,8 @@ class ReplicaBackend : public ServerBackend {
   ReplicaSnapshot snapshot_;
 };
 
-ReplicaSnapshot SnapshotOf(const JournalApplier& applier, bool connected, uint64_t last_seq) {
+ReplicaSnapshot SnapshotOf(const JournalApplier& applier, const ReplicaStart& start,
+                           bool connected, uint64_t last_seq) {
   ReplicaSnapshot out;
   const Ingestor& ingestor = applier.ingestor();
   for (size_t i = 0; i < ingestor.source_count(); ++i) {
@@ -157,6 +175,9 @@ ReplicaSnapshot SnapshotOf(const JournalApplier& applier, bool connected, uint64
   out.journal.applied_seq = out.stats.applied_seq;
   out.journal.stream_last_seq = std::max(last_seq, out.stats.applied_seq);
   out.journal.lag = out.journal.stream_last_seq - out.journal.applied_seq;
+  out.journal.started_from = start.from;
+  out.journal.snapshot_seq = start.covered_seq;
+  out.journal.skipped_seqs = out.stats.skipped_seqs;
   return out;
 }
 
@@ -183,27 +204,43 @@ Result<std::unique_ptr<JournalReader>> OpenJournal(const JournalOptions& journal
   return std::unique_ptr<JournalReader>();
 }
 
-// The consumer thread: opens the journal, applies every entry, refreshes the snapshot about
-// every 200 ms. A consumer that delivers nothing for 2 s while the stream holds more (a cluster
-// node lost under it) is opened again after the last sequence applied.
+// The consumer thread: opens the journal after the last sequence applied (0, or what a snapshot
+// covered), applies every entry, refreshes the snapshot about every 200 ms. A consumer that
+// delivers nothing for 2 s while the stream holds more (a cluster node lost under it) is opened
+// again after the last sequence applied. Sequences the stream no longer holds (its retention
+// dropped them) are counted skipped and logged.
 Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
-                      ReplicaBackend& backend, const std::atomic<bool>& stop) {
-  KVINDEX_ASSIGN_OR_RETURN(std::unique_ptr<JournalReader> reader, OpenJournal(journal, 1, stop));
+                      const ReplicaStart& start, ReplicaBackend& backend,
+                      const std::atomic<bool>& stop) {
+  KVINDEX_ASSIGN_OR_RETURN(std::unique_ptr<JournalReader> reader,
+                           OpenJournal(journal, applier.stats().applied_seq + 1, stop));
   if (!reader) return Status::Ok();
   JournalEntry entry;
   LogRateLimiter bad_log;
   uint64_t last_seq = 0;
   bool connected = true;
+  bool told_behind = false;
   auto next_refresh = SteadyClock::now();
   auto last_delivery = SteadyClock::now();
   while (!stop.load()) {
     if (reader->Next(entry, std::chrono::milliseconds(50))) {
       last_delivery = SteadyClock::now();
       // Every sequence is applied once, also when a reopened consumer repeats one.
+      const uint64_t expected = applier.stats().applied_seq + 1;
+      if (entry.stream_seq > expected) {
+        const uint64_t skipped = entry.stream_seq - expected;
+        Log(LogLevel::kWarn, "replica: the journal no longer holds seq " +
+                                 std::to_string(expected) + ".." +
+                                 std::to_string(entry.stream_seq - 1) + " (" +
+                                 std::to_string(skipped) +
+                                 " records dropped by its retention limits, no snapshot covers "
+                                 "them): the index misses what they held");
+        applier.NoteSkipped(skipped);
+      }
       // A record the index refuses is counted (bad_records), logged and skipped: a replica
       // never stops on one.
       uint64_t suppressed = 0;
-      if (entry.stream_seq > applier.stats().applied_seq) {
+      if (entry.stream_seq >= expected) {
         const Status applied = applier.Apply(entry);
         if (!applied.ok() && bad_log.Allow(&suppressed)) {
           Log(LogLevel::kWarn, "replica: journal seq " + std::to_string(entry.stream_seq) +
@@ -220,7 +257,14 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       const Result<uint64_t> last = reader->LastSeq();
       connected = last.ok();
       if (last.ok()) last_seq = std::max(last_seq, *last);
-      backend.Set(SnapshotOf(applier, connected, last_seq));
+      if (last.ok() && *last < applier.stats().applied_seq && !told_behind) {
+        // A snapshot covering more than the stream holds: the stream was made again.
+        Log(LogLevel::kWarn, "replica: the journal ends at seq " + std::to_string(*last) +
+                                 ", before seq " + std::to_string(applier.stats().applied_seq) +
+                                 " that the replica started after: was the stream recreated?");
+        told_behind = true;
+      }
+      backend.Set(SnapshotOf(applier, start, connected, last_seq));
       next_refresh = now + std::chrono::milliseconds(200);
     }
     if (last_seq > applier.stats().applied_seq && now - last_delivery > std::chrono::seconds(2)) {
@@ -231,7 +275,7 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       last_delivery = SteadyClock::now();
     }
   }
-  backend.Set(SnapshotOf(applier, connected, last_seq));
+  backend.Set(SnapshotOf(applier, start, connected, last_seq));
   return Status::Ok();
 }
 
@@ -240,19 +284,27 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
 Status RunReplica(const ReplicaRun& run) {
   IndexOptions index_options;
   index_options.max_blocks = run.max_blocks;
-  PrefixIndex index(index_options);
-  JournalApplier applier(&index);
   BlockStopSignals();
+  // The newest snapshot in the journal that reads, before serving: a replica answers from a
+  // complete index or not at all.
+  std::unique_ptr<PrefixIndex> index_owner;
+  std::unique_ptr<JournalApplier> applier_owner;
+  KVINDEX_ASSIGN_OR_RETURN(const ReplicaStart origin,
+                           StartFromJournalSnapshot(run.journal, index_options,
+                                                    std::chrono::seconds(2), index_owner,
+                                                    applier_owner));
+  PrefixIndex& index = *index_owner;
+  JournalApplier& applier = *applier_owner;
   auto owned = std::make_unique<ReplicaBackend>();
   ReplicaBackend* backend = owned.get();
-  backend->Set(SnapshotOf(applier, false, 0));
+  backend->Set(SnapshotOf(applier, origin, false, 0));
   KVINDEX_ASSIGN_OR_RETURN(auto http, StartHttpServingWith(run.http, "", index, *backend));
   std::atomic<bool> stop{false};
   std::atomic<bool> done{false};
   Status result;
   const auto start = SteadyClock::now();
   std::thread consumer([&] {
-    result = ConsumeJournal(run.journal, applier, *backend, stop);
+    result = ConsumeJournal(run.journal, applier, origin, *backend, stop);
     done.store(true);
   });
   sigset_t set;
@@ -284,6 +336,16 @@ Status RunReplica(const ReplicaRun& run) {
   StopHttpServing(http);
   const ReplicaSnapshot s = backend->Get();
   const IndexStats stats = index.stats();
+  if (origin.from == "snapshot") {
+    std::printf("replica: started from journal snapshot %llu (covers seq %llu)\n",
+                static_cast<unsigned long long>(origin.snapshot_id),
+                static_cast<unsigned long long>(origin.covered_seq));
+  }
+  if (s.stats.skipped_seqs != 0) {
+    std::printf("replica: %llu journal records were gone from the stream (retention) before "
+                "they were applied\n",
+                static_cast<unsigned long long>(s.stats.skipped_seqs));
+  }
   std::printf("replica: %llu journal records applied, up to seq %llu (lag %llu), %llu bad\n"
               "index: %llu resident blocks, %llu presences, %llu orphans, %llu tokenless\n",
               static_cast<unsigned long long>(s.stats.entries),
@@ -305,7 +367,10 @@ Status RunReplica(const ReplicaRun& run) {
                              {"lag", s.journal.lag},
                              {"bad_records", s.stats.bad_records},
                              {"lost_notes", s.stats.lost_notes},
-                             {"given_up", s.stats.given_up}}}};
+                             {"given_up", s.stats.given_up},
+                             {"started_from", origin.from},
+                             {"snapshot_seq", origin.covered_seq},
+                             {"skipped_seqs", s.stats.skipped_seqs}}}};
     if (run.index_json) json["index"] = run.index_json(stats);
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(run.json, json));
   }

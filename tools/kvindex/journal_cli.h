@@ -26,9 +26,13 @@ struct JournalCliOptions {
   bool stream_given = false;
   uint64_t buffer_bytes = uint64_t{256} << 20;
   int replicas = 1;  // --journal-replicas
+  double max_age_s = 0;       // --journal-max-age (0: none)
+  uint64_t max_bytes = 0;     // --journal-max-bytes (0: none)
+  double snapshot_every_s = 0;  // --snapshot-to-journal (0: off)
 };
 
-// --journal-stream (and, with `publish_flags`, --journal and --journal-buffer) on `cmd`; always
+// --journal-stream (and, with `publish_flags`, --journal, --journal-buffer, --journal-replicas,
+// --journal-max-age, --journal-max-bytes and --snapshot-to-journal) on `cmd`; always
 // --from-journal, excluding `excluded` (the engine-side flags) when not null.
 void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_flags,
                        CLI::Option* excluded);

@@ -17,6 +17,7 @@
 #include "kvindex/zmq/subscriber.h"
 #include "http_serve.h"
 #include "journal_cli.h"
+#include "journal_snapshots.h"
 #include "live.h"
 #include "snapshot_keeper.h"
 #include "snapshot_tools.h"
@@ -64,7 +65,16 @@ nlohmann::json IndexJson(const IndexStats& stats) {
           {"instances", instances}};
 }
 
+// --snapshot-to-journal, --journal-max-age or --journal-max-bytes given (they need --journal).
+bool JournalPublishFlagsGiven(const JournalCliOptions& journal) {
+  return journal.snapshot_every_s > 0 || journal.max_age_s > 0 || journal.max_bytes > 0;
+}
+
 Status RunReplicaOf(const SubscribeOptions& options) {
+  if (JournalPublishFlagsGiven(options.journal)) {
+    return Status::InvalidArgument("--from-journal: --snapshot-to-journal, --journal-max-age and "
+                                   "--journal-max-bytes belong to the ingester (--journal)");
+  }
   if (!options.record.empty() || !options.warm_from.empty() || !options.journal.publish.empty() ||
       !options.snapshot_dir.empty()) {
     return Status::InvalidArgument(
@@ -88,14 +98,19 @@ Status RunSubscribe(const SubscribeOptions& options) {
   if (options.journal.stream_given && options.journal.publish.empty()) {
     return Status::InvalidArgument("--journal-stream needs --journal or --from-journal");
   }
+  if (options.journal.publish.empty() && JournalPublishFlagsGiven(options.journal)) {
+    return Status::InvalidArgument(
+        "--snapshot-to-journal, --journal-max-age and --journal-max-bytes need --journal");
+  }
   KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
                                                        options.auto_timeout));
   std::unique_ptr<JournalPublisher> journal;
+  JournalOptions journal_options;
   if (!options.journal.publish.empty()) {
-    KVINDEX_ASSIGN_OR_RETURN(JournalOptions journal_options,
+    KVINDEX_ASSIGN_OR_RETURN(journal_options,
                              MakeJournalOptions(options.journal, options.journal.publish,
                                                 "--journal"));
-    KVINDEX_ASSIGN_OR_RETURN(journal, JournalPublisher::Start(std::move(journal_options)));
+    KVINDEX_ASSIGN_OR_RETURN(journal, JournalPublisher::Start(journal_options));
   }
   for (const auto& source : sources) {
     if ((source.format == "vllm" || source.format == "sglang") && source.model.empty()) {
@@ -172,9 +187,23 @@ Status RunSubscribe(const SubscribeOptions& options) {
     return text;
   };
   std::function<std::optional<JournalServing>()> journal_probe;
+  // Made before the HTTP server reads it (journal_probe), started with the snapshot keeper.
+  std::unique_ptr<JournalSnapshotter> journal_snapshots;
+  if (journal && options.journal.snapshot_every_s > 0) {
+    journal_snapshots = std::make_unique<JournalSnapshotter>(
+        journal_options, options.journal.snapshot_every_s, options.snapshot_keep, *subscriber,
+        index, *journal);
+  }
   if (journal) {
-    journal_probe = [&journal]() -> std::optional<JournalServing> {
-      return ServingOf(journal->status());
+    journal_probe = [&journal, &journal_snapshots]() -> std::optional<JournalServing> {
+      JournalServing serving = ServingOf(journal->status());
+      if (journal_snapshots) {
+        const JournalSnapshotterStatus snaps = journal_snapshots->status();
+        serving.snapshot_seq = snaps.last_covered_seq;
+        serving.snapshots_written = snaps.written;
+        serving.snapshots_failed = snaps.failed;
+      }
+      return serving;
     };
   }
   // The HTTP server (docs/http-api.md) queries `index` on its own threads; writes go through Submit().
@@ -186,7 +215,9 @@ Status RunSubscribe(const SubscribeOptions& options) {
                                               options.snapshot_keep, *subscriber, index);
     keeper->Start();
   }
+  if (journal_snapshots) journal_snapshots->Start();
   const LiveOutcome outcome = RunLive(*subscriber, run);
+  if (journal_snapshots) journal_snapshots->Stop();
   StopHttpServing(http);
   if (keeper) {
     keeper->Stop();
@@ -220,9 +251,16 @@ Status RunSubscribe(const SubscribeOptions& options) {
     json["index"] = IndexJson(stats);
     if (writer) json["files"] = writer->paths();
     if (journal) json["journal"] = JournalJson(journal->status());
+    if (journal_snapshots) {
+      const JournalSnapshotterStatus snaps = journal_snapshots->status();
+      json["journal"]["snapshots"] = {{"written", snaps.written},
+                                      {"failed", snaps.failed},
+                                      {"last_covered_seq", snaps.last_covered_seq}};
+    }
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
   }
   if (journal) {
+    journal_snapshots.reset();  // its connection too
     journal.reset();
     CloseJournalLibrary();
   }
@@ -260,7 +298,8 @@ void AddSubscribeCommand(CLI::App& app, CommandOutcome& outcome) {
                   "Seconds between snapshots of --snapshot-dir (default 60)")
       ->check(cli::Seconds(/*zero_ok=*/false));
   cmd->add_option("--snapshot-keep", options->snapshot_keep,
-                  "Snapshots --snapshot-dir keeps, newest first (default 3)")
+                  "Snapshots --snapshot-dir and --snapshot-to-journal keep, newest first "
+                  "(default 3)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000}));
   cmd->add_option("--max-blocks", options->max_blocks,
                   "At most N resident blocks (least recently touched evicted first; 0 = no limit)");

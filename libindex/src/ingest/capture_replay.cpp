@@ -18,6 +18,20 @@ std::optional<SourceId> CaptureReplayer::Source(SourceId capture_source) const {
   return it->second.first;
 }
 
+Status CaptureReplayer::Adopt(SourceId capture_source, SourceId ingestor_source,
+                              std::string definition) {
+  if (sources_.count(capture_source.value) != 0) {
+    return Status::InvalidArgument("capture source " + std::to_string(capture_source.value) +
+                                   " is already defined");
+  }
+  sources_.emplace(capture_source.value, std::make_pair(ingestor_source, std::move(definition)));
+  if (capture_source.value < kDenseIds) {
+    if (dense_.size() <= capture_source.value) dense_.resize(capture_source.value + 1, -1);
+    dense_[capture_source.value] = ingestor_source.value;
+  }
+  return Status::Ok();
+}
+
 Status CaptureReplayer::Apply(const CaptureRecord& record) {
   view_.type = record.type;
   view_.flags = record.flags;
@@ -47,12 +61,7 @@ Status CaptureReplayer::Apply(const CaptureRecordView& record) {
     }
     auto id = ingestor_.AddSource(*config);
     if (!id.ok()) return id.status().WithContext("record at byte " + std::to_string(record.offset));
-    sources_.emplace(record.source.value, std::make_pair(*id, json));
-    if (record.source.value < kDenseIds) {
-      if (dense_.size() <= record.source.value) dense_.resize(record.source.value + 1, -1);
-      dense_[record.source.value] = id->value;
-    }
-    return Status::Ok();
+    return Adopt(record.source, *id, json);
   }
   if (record.type == CaptureRecordType::kNote) {
     ++stats_.notes;

@@ -1,6 +1,8 @@
 // JournalApplier and JournalSourceMap (journal_apply.h).
 #include "kvindex/nats/journal_apply.h"
 
+#include "kvindex/codec/source_spec.h"
+
 namespace kvindex {
 
 SourceId JournalSourceMap::Local(uint64_t key) {
@@ -10,6 +12,37 @@ SourceId JournalSourceMap::Local(uint64_t key) {
 
 JournalApplier::JournalApplier(PrefixIndex* index)
     : ingestor_(index, this), replayer_(ingestor_) {}
+
+Status JournalApplier::StartFrom(std::span<const SourceConfig> configs,
+                                 std::span<const SourceSeqState> seq,
+                                 std::span<const uint64_t> source_keys, uint64_t covered_seq) {
+  for (size_t i = 0; i < configs.size(); ++i) {
+    KVINDEX_ASSIGN_OR_RETURN(const SourceId id,
+                             ingestor_.AdoptSource(configs[i], SourceId{static_cast<uint32_t>(i)}));
+    if (i < seq.size()) ingestor_.SeedSequence(id, seq[i]);
+    const uint64_t key = i < source_keys.size() ? source_keys[i] : 0;
+    if (key == 0 || sources_.Known(key)) continue;
+    KVINDEX_RETURN_IF_ERROR(
+        replayer_.Adopt(sources_.Local(key), id, SourceConfigToJson(configs[i])));
+  }
+  stats_.applied_seq = covered_seq;
+  stats_.snapshot_seq = covered_seq;
+  return Status::Ok();
+}
+
+void JournalApplier::NoteSkipped(uint64_t count) {
+  stats_.skipped_seqs += count;
+  for (size_t i = 0; i < ingestor_.source_count(); ++i) {
+    const SourceId source{static_cast<uint32_t>(i)};
+    if (ingestor_.waiting(source)) {
+      ingestor_.GiveUp(source);
+      ++stats_.given_up;
+    } else {
+      if (lossy_.size() <= i) lossy_.resize(i + 1, false);
+      lossy_[i] = true;
+    }
+  }
+}
 
 Status JournalApplier::Apply(JournalEntry& entry) {
   ++stats_.entries;

@@ -39,6 +39,7 @@ struct Entry {
   std::vector<std::byte> data;
   EntryState state = EntryState::kQueued;
   bool sent_before = false;
+  uint64_t seq = 0;  // the stream sequence acknowledged
 };
 
 uint32_t Le32(const std::byte* p) {
@@ -71,6 +72,11 @@ struct JournalPublisher::Impl {
   bool stop = false;
   bool cycle_ended = false;
   size_t max_payload = size_t{1} << 20;  // the server's, once connected
+  uint64_t popped_max_seq = 0;  // the highest sequence of the records acknowledged and popped
+  // The cut WaitCovered() waits for: its ordinal and the highest sequence before it so far.
+  uint64_t cut_ordinal = 0;
+  uint64_t cut_max_seq = 0;
+  std::condition_variable popped;  // records left the front
   JournalPublisherStatus counters;
   std::thread thread;
 
@@ -303,6 +309,7 @@ void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* err
   --in_flight;
   if (ack != nullptr && error == nullptr) {
     entry.state = EntryState::kAcked;
+    entry.seq = ack->Sequence;
     ++counters.records_acked;
     if (ack->Duplicate) ++counters.duplicates;
     counters.last_acked_seq = std::max(counters.last_acked_seq, ack->Sequence);
@@ -320,13 +327,18 @@ void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* err
 }
 
 void JournalPublisher::Impl::PopAcked() {
+  bool any = false;
   while (!entries.empty() && entries.front().state == EntryState::kAcked) {
+    any = true;
+    popped_max_seq = std::max(popped_max_seq, entries.front().seq);
+    if (front_ordinal < cut_ordinal) cut_max_seq = std::max(cut_max_seq, entries.front().seq);
     counters.bytes_pending -= entries.front().data.size();
     --counters.records_pending;
     entries.pop_front();
     ++front_ordinal;
     if (next_send > 0) --next_send;
   }
+  if (any) popped.notify_all();
 }
 
 void JournalPublisher::Close(std::chrono::milliseconds drain) {
@@ -346,8 +358,45 @@ void JournalPublisher::Close(std::chrono::milliseconds drain) {
     m.stop = true;
   }
   m.wake.notify_one();
+  m.popped.notify_all();
   m.thread.join();
   m.link.Close();  // no acknowledgement is handled after this
+}
+
+JournalCut JournalPublisher::Cut() const {
+  const Impl& m = *impl_;
+  JournalCut cut;
+  for (const auto& [source, key] : m.keys) {
+    if (cut.source_keys.size() <= source) cut.source_keys.resize(source + 1, 0);
+    cut.source_keys[source] = key;
+  }
+  std::lock_guard lock(m.mutex);
+  cut.ordinal = m.next_ordinal;
+  cut.resent = m.counters.resent;
+  return cut;
+}
+
+Result<uint64_t> JournalPublisher::WaitCovered(const JournalCut& cut,
+                                               std::chrono::milliseconds wait) {
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mutex);
+  // Every record popped so far precedes the cut; the ones popped from now on count while their
+  // ordinal is below it.
+  m.cut_ordinal = cut.ordinal;
+  m.cut_max_seq = m.popped_max_seq;
+  const bool done = m.popped.wait_for(lock, wait, [&m, &cut] {
+    return m.stop || m.front_ordinal >= cut.ordinal;
+  });
+  const uint64_t covered = m.cut_max_seq;
+  m.cut_ordinal = 0;
+  if (!done || m.front_ordinal < cut.ordinal) {
+    return Status::Timeout("journal: the records before the snapshot were not acknowledged in " +
+                           std::to_string(wait.count()) + " ms");
+  }
+  if (m.counters.resent != cut.resent) {
+    return Status::Unavailable("journal: records were sent again across the snapshot's cut");
+  }
+  return covered;
 }
 
 JournalPublisherStatus JournalPublisher::status() const {

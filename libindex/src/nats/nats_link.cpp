@@ -2,6 +2,7 @@
 // journal flags (journal.h).
 #include "nats_link.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <thread>
@@ -119,26 +120,41 @@ Result<uint64_t> StreamLastSeq(jsCtx* js, const std::string& stream) {
 }
 
 Status EnsureStream(jsCtx* js, const JournalOptions& options) {
-  Result<uint64_t> last = StreamLastSeq(js, options.stream);
+  return EnsureStreamNamed(js, options.stream, options, /*snapshots=*/false);
+}
+
+Status EnsureStreamNamed(jsCtx* js, const std::string& name, const JournalOptions& options,
+                         bool snapshots) {
+  Result<uint64_t> last = StreamLastSeq(js, name);
   if (last.ok()) return Status::Ok();
   if (last.status().code() != StatusCode::kNotFound) return last.status();
-  const std::string subjects = options.stream + ".>";
+  const std::string subjects = name + ".>";
   const char* subject_list[] = {subjects.c_str()};
   jsStreamConfig config;
   jsStreamConfig_Init(&config);
-  config.Name = options.stream.c_str();
+  config.Name = name.c_str();
   config.Subjects = subject_list;
   config.SubjectsLen = 1;
   config.Storage = js_FileStorage;
   config.Replicas = options.stream_replicas;
   config.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           options.duplicate_window).count();
+  if (!snapshots && options.max_age.count() > 0) {
+    config.MaxAge = std::chrono::duration_cast<std::chrono::nanoseconds>(options.max_age).count();
+    // The duplicate window may not exceed the age limit.
+    config.Duplicates = std::min(config.Duplicates, config.MaxAge);
+  }
+  if (!snapshots && options.max_bytes > 0) config.MaxBytes = options.max_bytes;
+  // Chunks of up to 1 MiB are read back as they are stored (no base64 JSON envelope).
+  if (snapshots) config.AllowDirect = true;
   jsStreamInfo* info = nullptr;
   jsErrCode err = static_cast<jsErrCode>(0);
   const natsStatus s = js_AddStream(&info, js, &config, nullptr, &err);
   if (info != nullptr) jsStreamInfo_Destroy(info);
   if (s == NATS_OK || err == JSStreamNameExistErr) return Status::Ok();  // another ingester won
-  return NatsError(StatusCode::kUnavailable, "create stream '" + options.stream + "'", s);
+  std::string what = "create stream '" + name + "'";
+  if (err != 0) what += " (JetStream error " + std::to_string(static_cast<int>(err)) + ")";
+  return NatsError(StatusCode::kUnavailable, what, s);
 }
 
 std::string Hex64(uint64_t value) {

@@ -50,9 +50,14 @@ class NatsLink {
 // The stream's last sequence; kNotFound when the stream does not exist.
 Result<uint64_t> StreamLastSeq(jsCtx* js, const std::string& stream);
 
-// Creates the stream when missing (file storage, subjects `<stream>.>`, options' replicas and
-// duplicate window); Ok when it exists.
+// Creates the journal stream when missing (file storage, subjects `<stream>.>`, options'
+// replicas, duplicate window and retention limits); Ok when it exists.
 Status EnsureStream(jsCtx* js, const JournalOptions& options);
+// The same for the stream `name` (subjects `<name>.>`), with the options' replicas and duplicate
+// window; `snapshots`: the snapshot stream (journal_snapshot.h: no retention limits, direct gets
+// allowed), else the journal (the options' retention limits).
+Status EnsureStreamNamed(jsCtx* js, const std::string& name, const JournalOptions& options,
+                         bool snapshots);
 
 // `<stream>.src.<16 hex digits of key>`.
 std::string SourceSubject(const std::string& stream, uint64_t key);

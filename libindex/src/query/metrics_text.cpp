@@ -225,6 +225,12 @@ class ServingCollector final : public prometheus::Collectable {
             j.stream_last_seq);
       gauge("kvindex_journal_lag", "Journal records not applied yet (stream last - applied).",
             j.lag);
+      gauge("kvindex_journal_snapshot_seq",
+            "The journal sequence the snapshot the replica started from covered (0: none).",
+            j.snapshot_seq);
+      gauge("kvindex_journal_skipped_seqs",
+            "Journal records gone from the stream (retention) before the replica applied them.",
+            j.skipped_seqs);
       return;
     }
     gauge("kvindex_journal_records_pending", "Records kept for the journal, not acknowledged yet.",
@@ -235,6 +241,13 @@ class ServingCollector final : public prometheus::Collectable {
     gauge("kvindex_journal_lost_records", "Records the journal lost (buffer full; cumulative).",
           j.lost_records);
     gauge("kvindex_journal_lost_bytes", "Bytes of the records lost (cumulative).", j.lost_bytes);
+    gauge("kvindex_journal_snapshot_seq",
+          "The journal sequence the latest snapshot written into the journal covers (0: none).",
+          j.snapshot_seq);
+    gauge("kvindex_journal_snapshots_written", "Snapshots written into the journal (cumulative).",
+          j.snapshots_written);
+    gauge("kvindex_journal_snapshots_failed",
+          "Journal snapshot attempts that wrote none (cumulative).", j.snapshots_failed);
   }
 
   MetricFamily LatencyFamily() const {

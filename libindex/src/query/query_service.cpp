@@ -404,14 +404,20 @@ std::string QueryService::Healthz() const {
                                        {"connected", j->connected},
                                        {"applied_seq", j->applied_seq},
                                        {"stream_last_seq", j->stream_last_seq},
-                                       {"lag", j->lag}}
+                                       {"lag", j->lag},
+                                       {"started_from", j->started_from},
+                                       {"snapshot_seq", j->snapshot_seq},
+                                       {"skipped_seqs", j->skipped_seqs}}
                                 : Json{{"role", "ingester"},
                                        {"connected", j->connected},
                                        {"records_pending", j->records_pending},
                                        {"bytes_pending", j->bytes_pending},
                                        {"last_acked_seq", j->last_acked_seq},
                                        {"lost_records", j->lost_records},
-                                       {"lost_bytes", j->lost_bytes}};
+                                       {"lost_bytes", j->lost_bytes},
+                                       {"snapshot_seq", j->snapshot_seq},
+                                       {"snapshots_written", j->snapshots_written},
+                                       {"snapshots_failed", j->snapshots_failed}};
   }
   return Dump(out);
 }

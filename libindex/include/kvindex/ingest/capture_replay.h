@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -67,6 +68,11 @@ class CaptureReplayer {
   // steps over are read around (stats().damage_losses).
   Status ApplyAll(CaptureReader& reader,
                   const std::function<void(const CaptureRecord&)>& after_record = {});
+
+  // Maps `capture_source` to `ingestor_source`, a source the ingestor already has (adopted from a
+  // snapshot), as if `definition` (its source definition JSON) had defined it. kInvalidArgument
+  // when `capture_source` is already defined.
+  Status Adopt(SourceId capture_source, SourceId ingestor_source, std::string definition);
 
   // The ingestor source of a capture source id, if defined.
   std::optional<SourceId> Source(SourceId capture_source) const;

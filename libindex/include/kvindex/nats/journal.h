@@ -52,6 +52,9 @@ struct JournalOptions {
   // duplicate window.
   int stream_replicas = 1;
   std::chrono::seconds duplicate_window{120};
+  // Stream creation: retention limits (0 = none). JetStream drops the oldest records beyond them.
+  std::chrono::seconds max_age{0};
+  int64_t max_bytes = 0;
 };
 
 // Parses `nats://HOST:PORT[,HOST:PORT...]` (the scheme may be left off after the first). Returns
@@ -80,6 +83,15 @@ struct JournalPublisherStatus {
   std::string last_error;           // the latest failure, for logs ("" = none)
 };
 
+// A cut through the records a publisher was handed (JournalPublisher::Cut()): what a snapshot of
+// the ingester's state taken at the same moment holds.
+struct JournalCut {
+  uint64_t ordinal = 0;  // records handed over (and kept) before the cut
+  uint64_t resent = 0;   // JournalPublisherStatus::resent at the cut
+  // The journal key of each capture source id (index = id; 0 = no definition journaled).
+  std::vector<uint64_t> source_keys;
+};
+
 class JournalPublisher : public CaptureRecordSink {
  public:
   // Starts the publishing thread; connecting and creating the stream happen there (and are
@@ -101,6 +113,15 @@ class JournalPublisher : public CaptureRecordSink {
 
   // Any thread.
   JournalPublisherStatus status() const;
+
+  // The ingest thread, between two Put() calls: a cut after every record handed over so far.
+  JournalCut Cut() const;
+  // Any thread, one cut at a time: waits up to `wait` until every record before `cut` is
+  // acknowledged and returns the highest stream sequence among them, the journal position a state
+  // taken at the cut covers. kTimeout when they are not all acknowledged in time, kUnavailable when
+  // records were sent again meanwhile (the stream may then hold a later record before an earlier
+  // one, so no sequence separates the cut cleanly).
+  Result<uint64_t> WaitCovered(const JournalCut& cut, std::chrono::milliseconds wait);
 
   struct Impl;
 

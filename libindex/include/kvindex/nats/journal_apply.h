@@ -4,13 +4,19 @@
 // JournalSourceMap gives each key a small capture source id in the order keys first appear, the
 // same in every reader of the same stream. A `journal-lost` note (the publisher dropped records of
 // that source) makes the source give up on its next hole at once instead of waiting for a replay
-// that the journal will never hold.
+// that the journal will never hold; so do all sources when the stream skips sequences (records its
+// retention limits dropped before they were read).
+//
+// A replica may start from a snapshot (journal_snapshot.h) instead of the stream's start: the
+// index holds the snapshot, StartFrom() defines its sources with their sequence states and journal
+// keys, and the journal continues after the snapshot's covered sequence.
 //
 // Thread safety: one thread.
 #ifndef KVINDEX_NATS_JOURNAL_APPLY_H_
 #define KVINDEX_NATS_JOURNAL_APPLY_H_
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +33,7 @@ class JournalSourceMap {
  public:
   // The capture source id of `key` (1, 2, ... in first-seen order).
   SourceId Local(uint64_t key);
+  bool Known(uint64_t key) const { return ids_.count(key) != 0; }
 
  private:
   std::unordered_map<uint64_t, uint32_t> ids_;
@@ -39,12 +46,26 @@ struct JournalApplyStats {
   uint64_t lost_notes = 0;   // journal-lost notes seen
   uint64_t given_up = 0;     // holes given up on because of them
   uint64_t applied_seq = 0;  // the stream sequence of the latest entry applied
+  uint64_t snapshot_seq = 0;  // StartFrom(): the sequence the snapshot covered (0: none)
+  // Stream sequences never applied because the stream no longer held them (retention).
+  uint64_t skipped_seqs = 0;
 };
 
 class JournalApplier : private IngestObserver {
  public:
   // `index` must outlive the applier.
   explicit JournalApplier(PrefixIndex* index);
+
+  // Before any Apply(): continues from a snapshot loaded into the index. `configs` and `seq` are
+  // the snapshot's sources (index source i = configs[i]) and `source_keys` their journal keys (0:
+  // none; the source then gets no journal records); the journal continues at covered_seq + 1.
+  // Fails as Ingestor::AdoptSource() does.
+  Status StartFrom(std::span<const SourceConfig> configs, std::span<const SourceSeqState> seq,
+                   std::span<const uint64_t> source_keys, uint64_t covered_seq);
+
+  // The stream went on at a later sequence than the next one expected: `count` sequences are
+  // counted skipped and every source gives up on its next hole at once (it waits now: at once).
+  void NoteSkipped(uint64_t count);
 
   // Applies one entry. Fails only as CaptureReplayer::Apply() does (a source definition that
   // cannot be parsed or added).

@@ -55,6 +55,16 @@ struct JournalServing {
   uint64_t applied_seq = 0;
   uint64_t stream_last_seq = 0;
   uint64_t lag = 0;
+  // Replica: "snapshot" (a snapshot in the journal covering snapshot_seq) or "stream" (its first
+  // record), and the sequences the stream no longer held when they were due (dropped by its
+  // retention limits: what they held is missing from the index). Ingester: snapshot_seq is what
+  // the latest snapshot it wrote into the journal covers.
+  std::string started_from = "stream";
+  uint64_t snapshot_seq = 0;
+  uint64_t skipped_seqs = 0;
+  // Ingester: snapshots written into the journal, and attempts that wrote none.
+  uint64_t snapshots_written = 0;
+  uint64_t snapshots_failed = 0;
   // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
   // the journal lost (records dropped while its buffer was full).
   uint64_t records_pending = 0;

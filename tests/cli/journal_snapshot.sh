@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `subscribe --journal --snapshot-to-journal`: an ingester (publish-fake with dropped batches,
+# recovered by replay) writes snapshots of its index into the journal's snapshot stream; with all
+# but one mid-stream snapshot removed, and a newer corrupt one, a newer incomplete one and a
+# manifest that is not one put in beside it (over the NATS protocol itself), a replica skips the
+# bad three (logged), loads the mid-stream snapshot, applies the journal after the sequence it
+# covers and answers every final query publish-fake expects exactly; killed with SIGKILL and
+# started again, it does the same. Uses a real nats-server.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/live_lib.bash"
+. "$(dirname "$0")/publish_fake_lib.bash"
+. "$(dirname "$0")/journal_lib.bash"
+
+base=$(free_ports 5)
+nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
+start_nats "$nats"
+J=nats://127.0.0.1:$nats
+"$KVINDEX" --log-level info subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
+  --journal "$J" --journal-stream kvsnap --snapshot-to-journal 0.5 --snapshot-keep 20 \
+  --http "127.0.0.1:$http_ing" --stats-interval 0 --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
+ing=$!
+PIDS+=("$ing")
+# 300 batches over 3 s: several snapshots are written while they arrive.
+run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
+  --count 300 --rate 100 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
+  --emit-queries "$TMP/q.jsonl" --query-every 30
+expect_status 0 "publish-fake"
+wait_acked "$http_ing" none || fail "ingester journal state"
+last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])')
+[ "$last" -gt 300 ] || fail "journal holds $last records"
+wait_log "$TMP/ing.err" "covers seq $last," || fail "no snapshot covers seq $last: $(grep snapshot "$TMP/ing.err")"
+http_json "$http_ing" /healthz | "$PY" -c 'import json, sys
+j = json.load(sys.stdin)["journal"]
+assert j["snapshot_seq"] == int(sys.argv[1]) and j["snapshots_written"] >= 3, j' "$last" \
+  || fail "ingester /healthz snapshots"
+http_json "$http_ing" /metrics | grep -q "^kvindex_journal_snapshot_seq $last\$" || fail "ingester metrics"
+kill -TERM "$ing"
+wait "$ing" || fail "ingester exit after SIGTERM"
+"$PY" -c 'import json,sys; s=json.load(open(sys.argv[1]))["journal"]["snapshots"]; assert s["written"] >= 3 and s["last_covered_seq"] == int(sys.argv[2]), s' \
+  "$TMP/ing.json" "$last" || fail "ingester snapshot summary"
+
+# Keep only the newest snapshot that covers less than the whole journal; add three bad newer ones.
+mid=$("$PY" -c "$JS_PY"$'\n''
+import base64, sys, xxhash
+port, last = sys.argv[1], int(sys.argv[2])
+S = "kvsnap_SNAP"
+subjects = api(port, "STREAM.INFO." + S, {"subjects_filter": S + ".*.m"})["state"]["subjects"]
+snaps = []
+for subject in subjects:
+    text = base64.b64decode(api(port, "STREAM.MSG.GET." + S, {"last_by_subj": subject})["message"]["data"]).decode()
+    fields = dict(l.split(" ", 1) for l in text.splitlines() if " " in l)
+    snaps.append((int(fields["covered_seq"]), int(fields["id"])))
+assert len(snaps) >= 3, snaps
+covered, keep = max(s for s in snaps if 1 < s[0] < last)
+for c, i in snaps:
+    if i != keep:
+        assert api(port, "STREAM.PURGE." + S, {"filter": "%s.%d.>" % (S, i)})["success"]
+body = b"these bytes are not a snapshot"
+ack = json.loads(request(port, "%s.%d.c" % (S, keep + 1), body))
+h = xxhash.xxh3_64_hexdigest(body)
+def manifest(i, chunk):
+    return "kvindex-journal-snapshot 1\nid %d\ncovered_seq %d\nbytes %d\nxxh3 %s\n%s\nsource 0000000000000001\nend\n" % (
+        i, last, len(body), h, chunk)
+json.loads(request(port, "%s.%d.m" % (S, keep + 1), manifest(keep + 1, "chunk %d %d %s" % (ack["seq"], len(body), h))))
+json.loads(request(port, "%s.%d.m" % (S, keep + 2), manifest(keep + 2, "chunk 999999 %d %s" % (len(body), h))))
+json.loads(request(port, "%s.%d.m" % (S, keep + 3), "not a manifest"))
+print(covered, keep)' "$nats" "$last") || fail "rearranging the snapshots"
+read -r covered keep <<<"$mid"
+[ "$covered" -lt "$last" ] || fail "the snapshot kept covers everything"
+
+start_replica() {
+  "$KVINDEX" --log-level info subscribe --from-journal "$J" --journal-stream kvsnap --http "127.0.0.1:$http_rep" \
+    --stats-interval 0 --json "$TMP/rep.json" >>"$TMP/rep.out" 2>>"$TMP/rep.err" &
+  rep=$!
+  PIDS+=("$rep")
+  wait_port "$http_rep" || fail "replica did not serve"
+}
+check_replica() {  # check_replica WHAT
+  wait_lag0 "$http_rep" "$last" || fail "$1: replica lag"
+  http_json "$http_rep" /healthz | "$PY" -c 'import json, sys
+j = json.load(sys.stdin)["journal"]
+assert j["started_from"] == "snapshot" and j["snapshot_seq"] == int(sys.argv[1]) and j["skipped_seqs"] == 0, j' \
+    "$covered" || fail "$1: replica start"
+  check_answers "$TMP/q.jsonl" "$http_rep" || fail "$1: replica answers"
+  http_json "$http_rep" /metrics | grep -q "^kvindex_journal_snapshot_seq $covered\$" || fail "$1: metrics"
+}
+start_replica
+check_replica "first start"
+for id in $((keep + 1)) $((keep + 2)); do
+  grep -q "skipping journal snapshot $id (covers seq $last)" "$TMP/rep.err" || fail "snapshot $id not skipped"
+done
+grep -q "skipping journal snapshot: kvsnap_SNAP.$((keep + 3)).m: snapshot manifest: line 1" "$TMP/rep.err" \
+  || fail "bad manifest not reported"
+grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep.err" || fail "snapshot $keep not loaded"
+
+kill -9 "$rep"
+wait "$rep" 2>/dev/null
+start_replica
+check_replica "after SIGKILL"
+kill -TERM "$rep"
+wait "$rep" || fail "replica exit"
+# The replica applied only the journal after the snapshot.
+"$PY" -c 'import json,sys; j=json.load(open(sys.argv[1]))["journal"]; assert j["entries"] == int(sys.argv[2]) - int(sys.argv[3]) and j["started_from"] == "snapshot", j' \
+  "$TMP/rep.json" "$last" "$covered" || fail "replica summary"
+finish
