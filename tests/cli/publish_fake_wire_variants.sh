@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The publishers that speak a variant of the vLLM/SGLang wire (docs/wire-formats.md): SGLang with
-# EAGLE (bigram token pairs), TensorRT-LLM's native publisher (signed hashes), LMCache's connector
-# (CPU medium), a vLLM hybrid model (two KV-cache groups). For each: the bytes as an independent python3-zmq + python3-msgpack subscriber sees
-# them, then publish-fake -> subscribe --record -> replay --queries, every emitted answer exact.
+# EAGLE (bigram token pairs), TensorRT-LLM's native publisher (tagged maps, signed hashes),
+# LMCache's connector (CPU medium), a vLLM hybrid model (two KV-cache groups) and one whose second
+# group is a sparse Mamba group (block_offsets). For each: the bytes as an independent python3-zmq +
+# python3-msgpack subscriber sees them, then publish-fake -> subscribe --record -> replay --queries,
+# every emitted answer exact.
 # Last, an EAGLE stream read by a source configured as plain sglang: still exact, and counted.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/live_lib.bash"
 
 COUNT=12
-for format in sglang-eagle trtllm lmcache vllm-hybrid; do
+for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse; do
   port=$(free_ports 1) || { fail "no free port"; continue; }
   $SUB sub --endpoint tcp://127.0.0.1:$port --count $COUNT --timeout 20 --idle 5 \
     >"$TMP/$format.sub" 2>"$TMP/$format.suberr" &
@@ -23,9 +25,37 @@ for format in sglang-eagle trtllm lmcache vllm-hybrid; do
 import json, sys
 fmt, msgs = sys.argv[1], json.load(open(sys.argv[2]))["messages"]
 errors, stored, groups = [], 0, []
+held = {}  # vllm-hybrid-sparse: group-1 hashes held, for the parent check
 for m in msgs:
     d = m["decoded"]
     for e in d["events"]:
+        if fmt == "vllm-hybrid-sparse":
+            if e["form"] != "map":
+                errors.append("vllm-hybrid-sparse event is not a map")
+            groups.append((e["type"], e.get("group")))
+            if e["type"] == "BlockStored":
+                stored += 1
+                want = {0: "full_attention", 1: "mamba"}.get(e.get("group"))
+                if e.get("spec_kind") != want:
+                    errors.append("group %r kind %r" % (e.get("group"), e.get("spec_kind")))
+                offsets = e.get("block_offsets")
+                if e.get("group") == 1:
+                    # One strictly increasing offset per hash, the last chunk hashed, token_ids a
+                    # whole number of chunks, the parent a hash the group still holds.
+                    chunks, rem = divmod(e["tokens"], 4)
+                    if (offsets is None or len(offsets) != len(e["hashes"]) or rem != 0
+                            or offsets != sorted(set(offsets)) or offsets[-1] != chunks - 1):
+                        errors.append("bad sparse event: %d tokens, offsets %r" % (e["tokens"], offsets))
+                    if e["parent"] is not None and e["parent"] not in held:
+                        errors.append("sparse parent %r not held by group 1" % e["parent"])
+                    held.update((h, True) for h in e["hashes"])
+                elif offsets is not None:
+                    errors.append("group 0 sent block_offsets")
+            elif e["type"] == "BlockRemoved" and e.get("group") == 1:
+                for h in e["hashes"]:
+                    if held.pop(h, None) is None:
+                        errors.append("group 1 removes %r it does not hold" % h)
+            continue
         if fmt == "vllm-hybrid":
             if e["form"] != "map":
                 errors.append("vllm-hybrid event is not a map")
@@ -39,6 +69,16 @@ for m in msgs:
         if e["type"] != "BlockStored":
             continue
         stored += 1
+        if fmt == "trtllm":
+            # TensorRT-LLM's structs are tagged maps: type and the seven required fields, the
+            # fields with defaults omitted; signed int64 hashes.
+            if e["form"] != "map" or e["len"] != 8:
+                errors.append("trtllm BlockStored is %s of %d" % (e["form"], e["len"]))
+            if not (e["signed"] or all(h < 2**63 for h in e["hashes"])):
+                errors.append("trtllm hashes above 2^63 must go out as negative int64")
+            if e["medium"] != "GPU":
+                errors.append("trtllm medium %r" % e["medium"])
+            continue
         if e["form"] != "array":
             errors.append("%s: not a positional event" % fmt)
         if fmt == "sglang-eagle":
@@ -54,14 +94,12 @@ for m in msgs:
                 errors.append("%s sent bigram pairs" % fmt)
             if e["len"] != 12:
                 errors.append("%s BlockStored has %d elements" % (fmt, e["len"]))
-        if fmt == "trtllm" and not (e["signed"] or all(h < 2**63 for h in e["hashes"])):
-            errors.append("trtllm hashes above 2^63 must go out as negative int64")
         if fmt == "lmcache" and e["medium"] != "CPU":
             errors.append("lmcache medium %r" % e["medium"])
-        if fmt == "trtllm" and e["medium"] != "GPU":
-            errors.append("trtllm medium %r" % e["medium"])
 if stored == 0:
     errors.append("no BlockStored seen")
+if fmt == "vllm-hybrid-sparse" and not any(g == ("BlockStored", 1) for g in groups):
+    errors.append("no sparse group event seen")
 if fmt == "vllm-hybrid":
     # Every group-0 event is followed by its group-1 mirror (a batch never splits them: 2 per batch).
     for i in range(0, len(groups) - 1, 2):
@@ -107,6 +145,21 @@ live_exact trtllm trtllm trtllm
 live_exact lmcache lmcache lmcache
 live_exact mismatch sglang sglang-eagle
 live_exact hybrid vllm vllm-hybrid
+live_exact sparse vllm vllm-hybrid-sparse
+# The sparse group's queries: each prompt asked in group 1 too (where the walk stops at the first
+# chunk the group skipped), and the prefix every group holds asked in both groups.
+"$PY" - "$TMP/sparse.q" >"$TMP/sparse.check" 2>&1 <<'PYEOF' || fail "sparse queries: $(cat "$TMP/sparse.check")"
+import json, sys
+qs = [json.loads(line) for line in open(sys.argv[1])]
+longest = lambda q: q["expect"]["fake-0"]["longest_matched"]
+pairs = [(a, b) for a, b in zip(qs, qs[1:])
+         if "group" not in a["query"] and b["query"].get("group") == 1
+         and a["query"]["token_ids"] == b["query"]["token_ids"]]
+assert pairs, "no prompt asked in group 1"
+assert any(longest(b) < longest(a) for a, b in pairs), "group 1 never holds less than group 0"
+assert any(0 < len(a["query"]["token_ids"]) == longest(a) == longest(b) for a, b in pairs), \
+    "no query for the prefix every group holds"
+PYEOF
 # The hybrid index holds group 1 too: the recording answers a query that names it.
 "$PY" - "$TMP/hybrid.q" >"$TMP/hybrid1.q" <<'PYEOF'
 import json, sys
