@@ -65,7 +65,8 @@ TEST_CASE("An SGLang endpoint with a concrete host connects: kvindex binds port 
        {std::string(R"({"model_path": "m", "page_size": 4, "dp_size": 2, "kv_events_config":)"
                     R"( "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://10.0.0.9:5557\"}"})"),
         std::string(R"({"model_path": "m", "kv_events": {"publisher": "zmq", "endpoint_host":)"
-                    R"( "10.0.0.9", "endpoint_port_base": 5557, "block_size": 4, "dp_size": 2}})")}) {
+                    R"( "10.0.0.9", "endpoint_port_base": 5557, "block_size": 4,)"
+                    R"( "dp_size": 2}})")}) {
     CAPTURE(body);
     const auto sources = Resolve(body, "e=auto@http://10.0.0.1:30000");
     REQUIRE(sources.size() == 2);
@@ -96,11 +97,13 @@ TEST_CASE("A descriptor that names no publisher is refused in one line") {
            Case{R"({"kv_events": {"publisher": "null"}})", StatusCode::kNotFound},
            Case{R"({"kv_events": {"publisher": "kafka", "endpoint_host": "*"}})",
                 StatusCode::kUnsupported},
-           Case{R"({"kv_events": {"publisher": "zmq", "endpoint_host": "*"}})", StatusCode::kNotFound},
+           Case{R"({"kv_events": {"publisher": "zmq", "endpoint_host": "*"}})",
+                StatusCode::kNotFound},
            Case{R"({"kv_events": {"publisher": "zmq", "endpoint_host": "*",)"
                 R"( "endpoint_port_base": 70000}})",
                 StatusCode::kMalformed},
-           Case{R"({"kv_events": {"publisher": "zmq", "endpoint_host": 5}})", StatusCode::kMalformed},
+           Case{R"({"kv_events": {"publisher": "zmq", "endpoint_host": 5}})",
+                StatusCode::kMalformed},
            Case{R"({"kv_events": [1]})", StatusCode::kMalformed},
            Case{R"({"kv_events": null, "kv_events_config": null})", StatusCode::kNotFound},
        }) {

@@ -12,6 +12,7 @@
 #include "kvindex/core/block_hash.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/query/query_json.h"
+
 #include "codec_test_util.h"
 #include "test_util.h"
 
@@ -78,8 +79,8 @@ TEST_CASE("A sparse group's walk stops at the first chunk it did not hash") {
   REQUIRE(chain.size() == 5);
   CHECK(Longest(index, R"({"model": "m", "group": 1, "seq_hashes": [)" + Join(chain) + "]}") == 4);
   CHECK(Longest(index, R"({"model": "m", "seq_hashes": [)" + Join(chain) + "]}") == 10);
-  CHECK(Longest(index, R"({"model": "m", "group": 1, "seq_hashes": [)" + Join({chain[3], chain[4]}) +
-                           "]}") == 4);
+  CHECK(Longest(index, R"({"model": "m", "group": 1, "seq_hashes": [)" +
+                           Join({chain[3], chain[4]}) + "]}") == 4);
 
   // By engine hashes: the group's hashes of the prompt, one per chunk in order. The group has no
   // hash for chunk 2 (a group-0 hash is another scope), so the walk stops there.

@@ -4,11 +4,12 @@
 # LMCache's connector (CPU medium), a vLLM hybrid model (two KV-cache groups) and one whose second
 # group is a sparse Mamba group (block_offsets). For each: the bytes as an independent python3-zmq +
 # python3-msgpack subscriber sees them, then publish-fake -> subscribe --record -> replay --queries,
-# every emitted answer exact.
+# every emitted answer exact (the sparse group's: publish_fake_sparse.sh).
 # Last, an EAGLE stream read by a source configured as plain sglang: still exact, and counted.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/live_lib.bash"
+. "$(dirname "$0")/publish_fake_live.bash"
 
 COUNT=12
 for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse; do
@@ -119,47 +120,11 @@ m = json.load(open('$TMP/trtllm.sub'))['messages']
 assert any(e.get('signed') for x in m for e in x['decoded']['events']), 'no negative hash seen'
 " || fail "trtllm: no signed hash on the wire"
 
-# End to end: the subscriber's recording answers every emitted query exactly.
-live_exact() {  # live_exact NAME SOURCE_FORMAT FAKE_FORMAT
-  local name=$1 source_format=$2 fake_format=$3 port
-  port=$(free_ports 1) || { fail "no free port"; return; }
-  "$KVINDEX" subscribe --source "fake-0=$source_format@tcp://127.0.0.1:$port,model=fake-model" \
-    --record "$TMP/$name.kvcap" --json "$TMP/$name.json" --stats-interval 0 \
-    >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  local sub=$!
-  PIDS+=("$sub")
-  run timeout 30 "$KVINDEX" publish-fake --format "$fake_format" --port "$port" --count 60 \
-    --rate 2000 --block-size 4 --prompt-blocks 6 --prefix-blocks 2 --capacity 20 \
-    --wait-subscribers 1 --wait-timeout 20 --linger 1 --emit-queries "$TMP/$name.q" \
-    --query-every 6
-  expect_status 0 "publish-fake --format $fake_format (live)"
-  kill -TERM "$sub"
-  wait "$sub" || fail "$name: subscribe exit after SIGTERM"
-  run "$KVINDEX" replay "$TMP/$name.kvcap" --queries "$TMP/$name.q"
-  expect_status 0 "$name: replay --queries"
-  expect_stderr_contains " 0 differ"
-  [ "$(wc -l <"$TMP/$name.q")" -ge 5 ] || fail "$name: too few emitted queries"
-}
 live_exact eagle sglang-eagle sglang-eagle
 live_exact trtllm trtllm trtllm
 live_exact lmcache lmcache lmcache
 live_exact mismatch sglang sglang-eagle
 live_exact hybrid vllm vllm-hybrid
-live_exact sparse vllm vllm-hybrid-sparse
-# The sparse group's queries: each prompt asked in group 1 too (where the walk stops at the first
-# chunk the group skipped), and the prefix every group holds asked in both groups.
-"$PY" - "$TMP/sparse.q" >"$TMP/sparse.check" 2>&1 <<'PYEOF' || fail "sparse queries: $(cat "$TMP/sparse.check")"
-import json, sys
-qs = [json.loads(line) for line in open(sys.argv[1])]
-longest = lambda q: q["expect"]["fake-0"]["longest_matched"]
-pairs = [(a, b) for a, b in zip(qs, qs[1:])
-         if "group" not in a["query"] and b["query"].get("group") == 1
-         and a["query"]["token_ids"] == b["query"]["token_ids"]]
-assert pairs, "no prompt asked in group 1"
-assert any(longest(b) < longest(a) for a, b in pairs), "group 1 never holds less than group 0"
-assert any(0 < len(a["query"]["token_ids"]) == longest(a) == longest(b) for a, b in pairs), \
-    "no query for the prefix every group holds"
-PYEOF
 # The hybrid index holds group 1 too: the recording answers a query that names it.
 "$PY" - "$TMP/hybrid.q" >"$TMP/hybrid1.q" <<'PYEOF'
 import json, sys

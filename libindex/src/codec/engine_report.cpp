@@ -73,18 +73,21 @@ Result<std::optional<json>> EventsConfig(const json& root, const std::string& wh
   }
   json config;
   if (it->is_string()) {
-    KVINDEX_ASSIGN_OR_RETURN(config,
-                             ParseBody(it->get_ref<const std::string&>(), what + ": kv_events_config"));
+    KVINDEX_ASSIGN_OR_RETURN(
+        config, ParseBody(it->get_ref<const std::string&>(), what + ": kv_events_config"));
   } else {
     config = *it;
   }
-  if (!config.is_object()) return Status::Malformed(what + ": kv_events_config is not a JSON object");
+  if (!config.is_object()) {
+    return Status::Malformed(what + ": kv_events_config is not a JSON object");
+  }
   return std::optional<json>(std::move(config));
 }
 
 // The publisher kind: "zmq" is read, "null" (the default) publishes nothing.
 Status CheckPublisher(const json& object, const std::string& where) {
-  KVINDEX_ASSIGN_OR_RETURN(const std::string publisher, StringField(object, "publisher", "null", where));
+  KVINDEX_ASSIGN_OR_RETURN(const std::string publisher,
+                           StringField(object, "publisher", "null", where));
   if (publisher == "null") {
     return Status::NotFound(where + ": publisher is 'null' (the engine publishes no events)");
   }
@@ -110,8 +113,8 @@ Status ReadDescriptor(const json& d, const std::string& what, EnginePublisher& p
   if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
   pub.endpoint = "tcp://" + host + ":" + std::to_string(port);
   KVINDEX_ASSIGN_OR_RETURN(pub.topic, StringField(d, "topic", "", where));
-  KVINDEX_ASSIGN_OR_RETURN(report.block_size,
-                           CountField(d, "block_size", std::numeric_limits<uint32_t>::max(), where));
+  KVINDEX_ASSIGN_OR_RETURN(
+      report.block_size, CountField(d, "block_size", std::numeric_limits<uint32_t>::max(), where));
   KVINDEX_ASSIGN_OR_RETURN(report.dp_size, CountField(d, "dp_size", 4096, where));
   return Status::Ok();
 }
@@ -129,8 +132,9 @@ Result<EngineReport> ParseSglangServerInfo(std::string_view body) {
   // not an error.
   if (!config.ok() && !described) return config.status();
   if (!described && !config->has_value()) {
-    return Status::NotFound(what + ": the engine reports no kv_events_config (start it with "
-                                   "--kv-events-config)");
+    return Status::NotFound(what +
+                            ": the engine reports no kv_events_config (start it with "
+                            "--kv-events-config)");
   }
   EngineReport report;
   report.format = "sglang";
@@ -154,8 +158,9 @@ Result<EngineReport> ParseSglangServerInfo(std::string_view body) {
   pub.publisher_connects = SglangPublisherConnects(pub.endpoint);
   report.publishers.push_back(std::move(pub));
   if (report.block_size == 0) {
-    KVINDEX_ASSIGN_OR_RETURN(report.block_size,
-                             CountField(root, "page_size", std::numeric_limits<uint32_t>::max(), what));
+    KVINDEX_ASSIGN_OR_RETURN(
+        report.block_size,
+        CountField(root, "page_size", std::numeric_limits<uint32_t>::max(), what));
   }
   if (report.dp_size == 0) {
     KVINDEX_ASSIGN_OR_RETURN(report.dp_size, CountField(root, "dp_size", 4096, what));

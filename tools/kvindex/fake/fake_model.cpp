@@ -73,7 +73,8 @@ void FakeModel::Apply(size_t source, const EventBatch& batch) {
       const std::vector<uint32_t>& offsets = stored->block_offsets;
       for (size_t i = 0; i < stored->block_hashes.size(); ++i) {
         // Sparse: hash i is the block of chunk offsets[i]; dense: of chunk i.
-        const size_t chunk = offsets.empty() ? i : (i < offsets.size() ? offsets[i] : prefixes.size());
+        const size_t chunk =
+            offsets.empty() ? i : (i < offsets.size() ? offsets[i] : prefixes.size());
         if (chunk >= prefixes.size()) break;
         Set(s, stored->block_hashes[i].value, group, prefixes[chunk].value, bit);
       }

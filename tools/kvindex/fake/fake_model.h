@@ -1,17 +1,17 @@
 // FakeModel: publish-fake's own, deliberately simple model of what it published, used to write the
-// `expect` answers of `--emit-queries` (docs/cli.md "Expected answers"). It must stay independent of PrefixIndex (the
-// code those answers test): per source, a map from engine hash to (prefix hash, tiers), and per
-// query a walk over the prompt's prefix hashes (block_hash.h), instance by instance.
+// `expect` answers of `--emit-queries` (docs/cli.md "Expected answers"). It must stay independent
+// of PrefixIndex (the code those answers test): per source, a map from engine hash to (prefix hash,
+// tiers), and per query a walk over the prompt's prefix hashes (block_hash.h), instance by
+// instance.
 //
-// Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash (root when the
-// parent is nil) and only when the parent is known to that source (else an orphan, skipped); token
-// ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier; AllCleared and a
-// restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers by key; each
-// KV-cache group (vLLM group_idx, 0 by default; a child is in its parent's group) is its own
-// prefix tree, and a query walks one group; a sparse event (block_offsets) chains every chunk of its
-// token ids and holds only the chunks the offsets name. An
-// instance matches a block while any of its sources holds it in any tier; DP[r] is the longest
-// prefix rank r's sources hold.
+// Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash
+// (root when the parent is nil) and only when the parent is known to that source (else an orphan,
+// skipped); token ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier;
+// AllCleared and a restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers
+// by key; each KV-cache group (vLLM group_idx, 0 by default; a child is in its parent's group) is
+// its own prefix tree, and a query walks one group; a sparse event (block_offsets) chains every
+// chunk of its token ids and holds only the chunks the offsets name. An instance matches a block
+// while any of its sources holds it in any tier; DP[r] is the longest prefix rank r's sources hold.
 //
 // Thread safety: none (one thread).
 #ifndef KVINDEX_TOOLS_FAKE_FAKE_MODEL_H_

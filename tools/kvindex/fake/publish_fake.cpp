@@ -167,9 +167,9 @@ void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
                   "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed, "
                   "sglang-eagle, trtllm, lmcache, vllm-hybrid, vllm-hybrid-sparse")
-      ->check(CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake",
-                             "mooncake-seed", "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid",
-                             "vllm-hybrid-sparse"}))
+      ->check(
+          CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed",
+                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid", "vllm-hybrid-sparse"}))
       ->capture_default_str();
   cmd->add_option("--replay-style", o.replay_style,
                   "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")

@@ -1,6 +1,6 @@
-// The `--emit-queries` file: query lines of docs/cli.md "Query files" ({"id", "query": {model, token_ids, group?}, "after"?,
-// "expect"}), numbered q0, q1, ... in the order they are written, each with the answer
-// publish-fake's own model expects.
+// The `--emit-queries` file: query lines of docs/cli.md "Query files" ({"id", "query": {model,
+// token_ids, group?}, "after"?, "expect"}), numbered q0, q1, ... in the order they are written,
+// each with the answer publish-fake's own model expects.
 //
 // Thread safety: none (one thread).
 #ifndef KVINDEX_TOOLS_FAKE_QUERY_WRITER_H_
