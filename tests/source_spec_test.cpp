@@ -56,7 +56,9 @@ TEST_CASE("dp-size expands into one source per rank on port + r, replay port + r
     CHECK(c.replay_endpoint == "tcp://h:" + std::to_string(6557 + i));
     CHECK(c.model == "m");
   }
-  CHECK_FALSE(ParseSourceSpec("e=vllm@ipc:///x,dp-size=2").ok());
+  // ipc: rank r > 0 on PATH_dp<r> (sglang_dp_report_test); a path-less one has nothing to name.
+  CHECK(ParseSourceSpec("e=vllm@ipc:///x,dp-size=2").ok());
+  CHECK_FALSE(ParseSourceSpec("e=vllm@tcp://h,dp-size=2").ok());
   CHECK_FALSE(ParseSourceSpec("e=vllm@tcp://h:65535,dp-size=2").ok());
 }
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The publishers that speak a variant of the vLLM/SGLang wire (docs/wire-formats.md): SGLang with
-# EAGLE (bigram token pairs), TensorRT-LLM's native publisher (signed hashes), LMCache's connector
-# (CPU medium), a vLLM hybrid model (two KV-cache groups). For each: the bytes as an independent python3-zmq + python3-msgpack subscriber sees
-# them, then publish-fake -> subscribe --record -> replay --queries, every emitted answer exact.
+# EAGLE (bigram token pairs), TensorRT-LLM's native publisher (tagged maps, signed hashes),
+# LMCache's connector (CPU medium), a vLLM hybrid model (two KV-cache groups) and one whose second
+# group is a sparse Mamba group (block_offsets). For each: the bytes as an independent python3-zmq +
+# python3-msgpack subscriber sees them, then publish-fake -> subscribe --record -> replay --queries,
+# every emitted answer exact (the sparse group's: publish_fake_sparse.sh).
 # Last, an EAGLE stream read by a source configured as plain sglang: still exact, and counted.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/live_lib.bash"
+. "$(dirname "$0")/publish_fake_live.bash"
 
 COUNT=12
-for format in sglang-eagle trtllm lmcache vllm-hybrid; do
+for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse; do
   port=$(free_ports 1) || { fail "no free port"; continue; }
   $SUB sub --endpoint tcp://127.0.0.1:$port --count $COUNT --timeout 20 --idle 5 \
     >"$TMP/$format.sub" 2>"$TMP/$format.suberr" &
@@ -23,9 +26,37 @@ for format in sglang-eagle trtllm lmcache vllm-hybrid; do
 import json, sys
 fmt, msgs = sys.argv[1], json.load(open(sys.argv[2]))["messages"]
 errors, stored, groups = [], 0, []
+held = {}  # vllm-hybrid-sparse: group-1 hashes held, for the parent check
 for m in msgs:
     d = m["decoded"]
     for e in d["events"]:
+        if fmt == "vllm-hybrid-sparse":
+            if e["form"] != "map":
+                errors.append("vllm-hybrid-sparse event is not a map")
+            groups.append((e["type"], e.get("group")))
+            if e["type"] == "BlockStored":
+                stored += 1
+                want = {0: "full_attention", 1: "mamba"}.get(e.get("group"))
+                if e.get("spec_kind") != want:
+                    errors.append("group %r kind %r" % (e.get("group"), e.get("spec_kind")))
+                offsets = e.get("block_offsets")
+                if e.get("group") == 1:
+                    # One strictly increasing offset per hash, the last chunk hashed, token_ids a
+                    # whole number of chunks, the parent a hash the group still holds.
+                    chunks, rem = divmod(e["tokens"], 4)
+                    if (offsets is None or len(offsets) != len(e["hashes"]) or rem != 0
+                            or offsets != sorted(set(offsets)) or offsets[-1] != chunks - 1):
+                        errors.append("bad sparse event: %d tokens, offsets %r" % (e["tokens"], offsets))
+                    if e["parent"] is not None and e["parent"] not in held:
+                        errors.append("sparse parent %r not held by group 1" % e["parent"])
+                    held.update((h, True) for h in e["hashes"])
+                elif offsets is not None:
+                    errors.append("group 0 sent block_offsets")
+            elif e["type"] == "BlockRemoved" and e.get("group") == 1:
+                for h in e["hashes"]:
+                    if held.pop(h, None) is None:
+                        errors.append("group 1 removes %r it does not hold" % h)
+            continue
         if fmt == "vllm-hybrid":
             if e["form"] != "map":
                 errors.append("vllm-hybrid event is not a map")
@@ -39,6 +70,16 @@ for m in msgs:
         if e["type"] != "BlockStored":
             continue
         stored += 1
+        if fmt == "trtllm":
+            # TensorRT-LLM's structs are tagged maps: type and the seven required fields, the
+            # fields with defaults omitted; signed int64 hashes.
+            if e["form"] != "map" or e["len"] != 8:
+                errors.append("trtllm BlockStored is %s of %d" % (e["form"], e["len"]))
+            if not (e["signed"] or all(h < 2**63 for h in e["hashes"])):
+                errors.append("trtllm hashes above 2^63 must go out as negative int64")
+            if e["medium"] != "GPU":
+                errors.append("trtllm medium %r" % e["medium"])
+            continue
         if e["form"] != "array":
             errors.append("%s: not a positional event" % fmt)
         if fmt == "sglang-eagle":
@@ -54,14 +95,12 @@ for m in msgs:
                 errors.append("%s sent bigram pairs" % fmt)
             if e["len"] != 12:
                 errors.append("%s BlockStored has %d elements" % (fmt, e["len"]))
-        if fmt == "trtllm" and not (e["signed"] or all(h < 2**63 for h in e["hashes"])):
-            errors.append("trtllm hashes above 2^63 must go out as negative int64")
         if fmt == "lmcache" and e["medium"] != "CPU":
             errors.append("lmcache medium %r" % e["medium"])
-        if fmt == "trtllm" and e["medium"] != "GPU":
-            errors.append("trtllm medium %r" % e["medium"])
 if stored == 0:
     errors.append("no BlockStored seen")
+if fmt == "vllm-hybrid-sparse" and not any(g == ("BlockStored", 1) for g in groups):
+    errors.append("no sparse group event seen")
 if fmt == "vllm-hybrid":
     # Every group-0 event is followed by its group-1 mirror (a batch never splits them: 2 per batch).
     for i in range(0, len(groups) - 1, 2):
@@ -81,27 +120,6 @@ m = json.load(open('$TMP/trtllm.sub'))['messages']
 assert any(e.get('signed') for x in m for e in x['decoded']['events']), 'no negative hash seen'
 " || fail "trtllm: no signed hash on the wire"
 
-# End to end: the subscriber's recording answers every emitted query exactly.
-live_exact() {  # live_exact NAME SOURCE_FORMAT FAKE_FORMAT
-  local name=$1 source_format=$2 fake_format=$3 port
-  port=$(free_ports 1) || { fail "no free port"; return; }
-  "$KVINDEX" subscribe --source "fake-0=$source_format@tcp://127.0.0.1:$port,model=fake-model" \
-    --record "$TMP/$name.kvcap" --json "$TMP/$name.json" --stats-interval 0 \
-    >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  local sub=$!
-  PIDS+=("$sub")
-  run timeout 30 "$KVINDEX" publish-fake --format "$fake_format" --port "$port" --count 60 \
-    --rate 2000 --block-size 4 --prompt-blocks 6 --prefix-blocks 2 --capacity 20 \
-    --wait-subscribers 1 --wait-timeout 20 --linger 1 --emit-queries "$TMP/$name.q" \
-    --query-every 6
-  expect_status 0 "publish-fake --format $fake_format (live)"
-  kill -TERM "$sub"
-  wait "$sub" || fail "$name: subscribe exit after SIGTERM"
-  run "$KVINDEX" replay "$TMP/$name.kvcap" --queries "$TMP/$name.q"
-  expect_status 0 "$name: replay --queries"
-  expect_stderr_contains " 0 differ"
-  [ "$(wc -l <"$TMP/$name.q")" -ge 5 ] || fail "$name: too few emitted queries"
-}
 live_exact eagle sglang-eagle sglang-eagle
 live_exact trtllm trtllm trtllm
 live_exact lmcache lmcache lmcache

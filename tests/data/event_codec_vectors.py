@@ -357,6 +357,45 @@ vec("vllm hybrid map era: a Mamba group's sparse event with block_offsets", "vll
                       wire={"spec_kind": "mamba"}, block_offsets=[1])], dp_rank=0),
     encode="vllm-map")
 
+def map_stored(hashes, parent, tokens, block_size, **extra):
+    """A map-era BlockStored (vLLM's, TensorRT-LLM's): required keys, then the set ones in order."""
+    e = {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent,
+         "token_ids": tokens, "block_size": block_size, "lora_id": None, "medium": "GPU",
+         "lora_name": None}
+    e.update(extra)
+    return e
+
+
+def hybrid(hashes, parent, tokens, group, offsets=None):
+    """A hybrid model's map BlockStored (block size 2) in group 0 (full attention) or 1 (Mamba),
+    and the content kvindex decodes from it."""
+    spec = "mamba" if group else "full_attention"
+    extra = {"group_idx": group, "kv_cache_spec_kind": spec}
+    if offsets is not None:
+        extra["block_offsets"] = offsets
+    return (map_stored(hashes, parent, tokens, 2, **extra),
+            stored(hashes, parent, tokens, "GPU", scope={"block_size": 2, "group": group},
+                   wire={"spec_kind": spec}, block_offsets=offsets))
+
+
+def hybrid_removed(hashes, group):
+    return ({"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU", "group_idx": group},
+            removed(hashes, "GPU", scope={"group": group}))
+
+
+# publish-fake --format vllm-hybrid-sparse: group 0 stores chunks 0-3 (block size 2); the Mamba
+# group 1 hashes chunks 0, 1 and 3 (not 2: every third chunk is skipped, a run's last chunk is
+# always hashed). Chunk 3 is evicted from both groups; storing chunks 3-4 again, group 1 continues
+# from chunk 1, the last chunk it still holds: its token_ids start at chunk 2, offsets 1 and 2.
+SPARSE = [hybrid([901, 902, 903, 904], None, TOK8, 0),
+          hybrid([911, 912, 914], None, TOK8, 1, [0, 1, 3]),
+          hybrid_removed([904], 0), hybrid_removed([914], 1),
+          hybrid([904, 905], 903, [7, 8, 9, 10], 0),
+          hybrid([914, 915], 912, [5, 6, 7, 8, 9, 10], 1, [1, 2])]
+vec("vllm hybrid sparse map era: full-attention group 0 and a Mamba group 1 with block_offsets",
+    "vllm-hybrid", [TS, [w for w, _ in SPARSE], 0],
+    batch(TS, [e for _, e in SPARSE], dp_rank=0), encode="vllm-map")
+
 vec("vllm hybrid: block_offsets not one per hash, or not increasing, fail alone", "errors",
     [TS, [["BlockStored", [1, 2], None, TOK8, 4, None, "GPU", None, None, 1, None, None, [1]],
           ["BlockStored", [1, 2], None, TOK8, 2, None, "GPU", None, None, 1, None, None,
@@ -366,13 +405,35 @@ vec("vllm hybrid: block_offsets not one per hash, or not increasing, fail alone"
                                                  {"index": 1, "code": "malformed"}]))
 
 # ---- TensorRT-LLM native publisher and LMCache's connector -------------------------------
-vec("trtllm native publisher: vllm positional events, signed int64 hashes", "trtllm",
-    [TS, [["BlockStored", [-2**63, -7], None, TOK8, 4, None, "GPU", None, None, None, None,
-           None],
-          ["BlockRemoved", [-7], "GPU", None]], 1],
+# TensorRT-LLM's KVCacheWireEvent structs are tagged maps (msgspec tag=True, not array_like,
+# omit_defaults): "type" first, then the fields in declaration order, the ones with defaults only
+# when set; the batch is positional with the rank. Hashes are signed int64.
+vec("trtllm native publisher: tagged map events, signed int64 hashes", "trtllm",
+    [TS, [map_stored([-2**63, -7], None, TOK8, 4),
+          map_stored([-8], -7, [9, 10, 11, 12], 4, group_idx=0, locality="LOCAL"),
+          {"type": "BlockRemoved", "block_hashes": [-7, -8], "medium": "GPU"},
+          {"type": "AllBlocksCleared"}], 1],
     batch(TS, [stored([-2**63, -7], None, TOK8, "GPU", scope={"block_size": 4}),
-               removed([-7], "GPU")], dp_rank=1),
+               stored([-8], -7, [9, 10, 11, 12], "GPU", scope={"block_size": 4, "group": 0},
+                      wire={"locality": "LOCAL"}),
+               removed([-7, -8], "GPU"), cleared()], dp_rank=1),
     encode="trtllm", hint="trtllm")
+
+vec("trtllm native publisher: a removal and a clear", "trtllm",
+    [TS, [{"type": "BlockRemoved", "block_hashes": [-7, -8], "medium": "GPU"},
+          {"type": "AllBlocksCleared"}], 1],
+    batch(TS, [removed([-7, -8], "GPU"), cleared()], dp_rank=1),
+    encode="trtllm", hint="trtllm")
+
+vec("trtllm native publisher: a block with an mm_keys segment fails alone, empty lists are read",
+    "errors",
+    [TS, [map_stored([-5], None, [1, 2, 3, 4], 4, mm_keys=[[{"type": "mm_key", "hash": "ab12",
+                                                             "start_offset": 1, "uuid": None}]]),
+          map_stored([-6], None, [5, 6, 7, 8], 4, mm_keys=[[]]),
+          map_stored([-7], None, [9, 10, 11, 12], 4, mm_keys=None)], 1],
+    batch(TS, [stored([-6], None, [5, 6, 7, 8], "GPU", scope={"block_size": 4}),
+               stored([-7], None, [9, 10, 11, 12], "GPU", scope={"block_size": 4})], dp_rank=1,
+          errors=[{"index": 0, "code": "unsupported"}]), hint="trtllm")
 
 vec("lmcache connector: vllm positional BlockStored of a whole chunk, medium CPU", "lmcache",
     [TS, [["BlockStored", [801, 802], None, TOK8, 4, None, "CPU", None, None, None, None,

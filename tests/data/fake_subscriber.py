@@ -12,7 +12,7 @@ python3-msgpack), it shares no code with kvindex. Modes:
 
 Decoded summary of a payload (None when msgpack cannot decode it):
   {"batch_len", "ts", "dp_rank", "events": [{"type", "form": "array"|"map", "len", "hashes",
-   "parent", "tokens", "block_size", "medium", "key"}]}
+   "parent", "tokens", "block_size", "medium", "key", "signed"}]}
 Hashes are normalised to unsigned 64 bits (SGLang sends signed ones); seed-era string hashes
 ("0x..") are parsed as hex.
 """
@@ -74,6 +74,7 @@ def event_summary(e):
         out["group"] = e.get("group_idx")
         out["spec_kind"] = e.get("kv_cache_spec_kind")
         out["block_offsets"] = e.get("block_offsets")
+        out["signed"] = any(isinstance(h, int) and h < 0 for h in e.get("block_hashes") or [])
         return out
     t = e[0]
     out = {"type": t, "form": "array", "len": len(e)}

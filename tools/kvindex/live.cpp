@@ -42,6 +42,7 @@ Result<std::vector<SourceConfig>> GatherSources(const std::vector<std::string>& 
     std::string line = "kvindex: source '" + first.name + "': " + first.format + " engine at " +
                        engine.config.endpoint + ": " + first.endpoint;
     if (configs.size() > 1) line += " and " + std::to_string(configs.size() - 1) + " more rank(s)";
+    if (first.bind) line += " (bound: the engine connects)";
     line += ", model " + first.model + ", block size " +
             (first.block_size == 0 ? std::string("from the events")
                                    : std::to_string(first.block_size));

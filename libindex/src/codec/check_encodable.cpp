@@ -194,7 +194,6 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present, kBlockSize | kLoraId, format));
         return RequireBlockSize(i, *s, format);
       case WireFormat::kVllm:
-      case WireFormat::kTrtllm:
       case WireFormat::kLmcache:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
@@ -202,7 +201,16 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
                                                  kBlockOffsets,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
-        return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
+        return CheckExtraKeys(i, *s, false);
+      case WireFormat::kTrtllm:
+        // TensorRT-LLM's tagged maps: vLLM's fields up to locality, no SGLang metadata map.
+        KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
+                                             kBlockSize | kLoraId | kTier | kLoraName | kSalt |
+                                                 kMultimodal | kGroup | kSpecKind | kSlidingWindow |
+                                                 kLocality,
+                                             format));
+        KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
+        return CheckExtraKeys(i, *s, false);
       case WireFormat::kVllmMap:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
@@ -243,9 +251,10 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
       case WireFormat::kVllmV09:
         return CheckAllowed(i, present, 0, format);
       case WireFormat::kVllm:
-      case WireFormat::kTrtllm:
       case WireFormat::kLmcache:
         return CheckAllowed(i, present, kTier | kGroup, format);
+      case WireFormat::kTrtllm:
+        return CheckAllowed(i, present, kTier | kGroup | kLocality, format);
       case WireFormat::kVllmMap:
         return CheckAllowed(i, present, kTier | kGroup | kLocality | kOwnership, format);
       case WireFormat::kSglang:

@@ -388,6 +388,9 @@ class Decoder {
                         std::optional<TokenId>& next);
   // vLLM block_offsets: nil, or strictly increasing u32 chunk indices, one per block hash.
   bool ReadBlockOffsets(std::vector<uint32_t>& out);
+  // TensorRT-LLM's mm_keys: nil, or one list of multimodal segments per block (nil or a list).
+  // The segments are not read: `any` says whether some block has one.
+  bool ReadMmKeys(bool& any);
   // A stored event's block_offsets, once the event is whole: one per block hash.
   bool CheckBlockOffsets(const BlockStored& ev) {
     if (ev.block_offsets.empty() || ev.block_offsets.size() == ev.block_hashes.size()) return true;

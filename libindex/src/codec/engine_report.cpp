@@ -53,45 +53,118 @@ Result<uint32_t> CountField(const json& object, const char* key, uint32_t max,
 
 }  // namespace
 
-Result<EngineReport> ParseSglangServerInfo(std::string_view body) {
-  const std::string what = "GET /server_info";
-  KVINDEX_ASSIGN_OR_RETURN(const json root, ParseBody(body, what));
-  if (!root.is_object()) return Status::Malformed(what + ": answer is not a JSON object");
-  const auto config_it = root.find("kv_events_config");
-  if (config_it == root.end() || config_it->is_null() ||
-      (config_it->is_string() && config_it->get_ref<const std::string&>().empty())) {
-    return Status::NotFound(what + ": the engine reports no kv_events_config (start it with "
-                                   "--kv-events-config)");
+namespace {
+
+// SGLang's PUB socket binds an endpoint holding a wildcard (`*`, `::`, `0.0.0.0`; its
+// ZmqEventPublisher tests the text) and connects to any other: then kvindex binds.
+bool SglangPublisherConnects(std::string_view endpoint) {
+  return endpoint.rfind("tcp://", 0) == 0 && endpoint.find('*') == std::string_view::npos &&
+         endpoint.find("::") == std::string_view::npos &&
+         endpoint.find("0.0.0.0") == std::string_view::npos;
+}
+
+// The `--kv-events-config` value of the server arguments: a string holding JSON, or an object.
+// nullopt when absent, null or empty.
+Result<std::optional<json>> EventsConfig(const json& root, const std::string& what) {
+  const auto it = root.find("kv_events_config");
+  if (it == root.end() || it->is_null() ||
+      (it->is_string() && it->get_ref<const std::string&>().empty())) {
+    return std::optional<json>();
   }
-  // A string holding JSON (how the server arguments keep it); an object is read the same way.
   json config;
-  if (config_it->is_string()) {
-    KVINDEX_ASSIGN_OR_RETURN(config,
-                             ParseBody(config_it->get_ref<const std::string&>(), what + ": kv_events_config"));
+  if (it->is_string()) {
+    KVINDEX_ASSIGN_OR_RETURN(
+        config, ParseBody(it->get_ref<const std::string&>(), what + ": kv_events_config"));
   } else {
-    config = *config_it;
+    config = *it;
   }
-  const std::string where = what + ": kv_events_config";
-  if (!config.is_object()) return Status::Malformed(where + " is not a JSON object");
-  // The engine's default publisher is "null": no events at all.
+  if (!config.is_object()) {
+    return Status::Malformed(what + ": kv_events_config is not a JSON object");
+  }
+  return std::optional<json>(std::move(config));
+}
+
+// The publisher kind: "zmq" is read, "null" (the default) publishes nothing.
+Status CheckPublisher(const json& object, const std::string& where) {
   KVINDEX_ASSIGN_OR_RETURN(const std::string publisher,
-                           StringField(config, "publisher", "null", where));
+                           StringField(object, "publisher", "null", where));
   if (publisher == "null") {
     return Status::NotFound(where + ": publisher is 'null' (the engine publishes no events)");
   }
   if (publisher != "zmq") {
     return Status::Unsupported(where + ": publisher '" + publisher + "' (kvindex reads zmq)");
   }
+  return Status::Ok();
+}
+
+// The structured `kv_events` descriptor of newer SGLang servers: publisher, endpoint_host,
+// endpoint_port_base (rank r on base + r), topic, block_size, dp_size.
+Status ReadDescriptor(const json& d, const std::string& what, EnginePublisher& pub,
+                      EngineReport& report) {
+  const std::string where = what + ": kv_events";
+  if (!d.is_object()) return Status::Malformed(where + " is not a JSON object");
+  KVINDEX_RETURN_IF_ERROR(CheckPublisher(d, where));
+  KVINDEX_ASSIGN_OR_RETURN(std::string host, StringField(d, "endpoint_host", "", where));
+  KVINDEX_ASSIGN_OR_RETURN(const uint32_t port, CountField(d, "endpoint_port_base", 65535, where));
+  if (host.empty() || port == 0) {
+    return Status::NotFound(where + ": no endpoint_host and endpoint_port_base");
+  }
+  // An IPv6 host comes bracketed; a bare one is bracketed here.
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  pub.endpoint = "tcp://" + host + ":" + std::to_string(port);
+  KVINDEX_ASSIGN_OR_RETURN(pub.topic, StringField(d, "topic", "", where));
+  KVINDEX_ASSIGN_OR_RETURN(
+      report.block_size, CountField(d, "block_size", std::numeric_limits<uint32_t>::max(), where));
+  KVINDEX_ASSIGN_OR_RETURN(report.dp_size, CountField(d, "dp_size", 4096, where));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<EngineReport> ParseSglangServerInfo(std::string_view body) {
+  const std::string what = "GET /server_info";
+  KVINDEX_ASSIGN_OR_RETURN(const json root, ParseBody(body, what));
+  if (!root.is_object()) return Status::Malformed(what + ": answer is not a JSON object");
+  const auto descriptor = root.find("kv_events");
+  const bool described = descriptor != root.end() && !descriptor->is_null();
+  auto config = EventsConfig(root, what);
+  // With the descriptor, the configuration only adds the replay endpoint: one it cannot give is
+  // not an error.
+  if (!config.ok() && !described) return config.status();
+  if (!described && !config->has_value()) {
+    return Status::NotFound(what +
+                            ": the engine reports no kv_events_config (start it with "
+                            "--kv-events-config)");
+  }
   EngineReport report;
   report.format = "sglang";
   EnginePublisher pub;
-  KVINDEX_ASSIGN_OR_RETURN(pub.endpoint, StringField(config, "endpoint", "tcp://*:5557", where));
-  KVINDEX_ASSIGN_OR_RETURN(pub.replay_endpoint, StringField(config, "replay_endpoint", "", where));
-  KVINDEX_ASSIGN_OR_RETURN(pub.topic, StringField(config, "topic", "", where));
+  if (described) {
+    KVINDEX_RETURN_IF_ERROR(ReadDescriptor(*descriptor, what, pub, report));
+    if (config.ok() && config->has_value()) {
+      const json& c = **config;
+      if (const auto it = c.find("replay_endpoint"); it != c.end() && it->is_string()) {
+        pub.replay_endpoint = it->get<std::string>();
+      }
+    }
+  } else {
+    const json& c = **config;
+    const std::string where = what + ": kv_events_config";
+    KVINDEX_RETURN_IF_ERROR(CheckPublisher(c, where));
+    KVINDEX_ASSIGN_OR_RETURN(pub.endpoint, StringField(c, "endpoint", "tcp://*:5557", where));
+    KVINDEX_ASSIGN_OR_RETURN(pub.replay_endpoint, StringField(c, "replay_endpoint", "", where));
+    KVINDEX_ASSIGN_OR_RETURN(pub.topic, StringField(c, "topic", "", where));
+  }
+  pub.publisher_connects = SglangPublisherConnects(pub.endpoint);
   report.publishers.push_back(std::move(pub));
-  KVINDEX_ASSIGN_OR_RETURN(report.block_size,
-                           CountField(root, "page_size", std::numeric_limits<uint32_t>::max(), what));
-  KVINDEX_ASSIGN_OR_RETURN(report.dp_size, CountField(root, "dp_size", 4096, what));
+  if (report.block_size == 0) {
+    KVINDEX_ASSIGN_OR_RETURN(
+        report.block_size,
+        CountField(root, "page_size", std::numeric_limits<uint32_t>::max(), what));
+  }
+  if (report.dp_size == 0) {
+    KVINDEX_ASSIGN_OR_RETURN(report.dp_size, CountField(root, "dp_size", 4096, what));
+  }
   KVINDEX_ASSIGN_OR_RETURN(report.model, StringField(root, "served_model_name", "", what));
   if (report.model.empty()) {
     KVINDEX_ASSIGN_OR_RETURN(report.model, StringField(root, "model_path", "", what));
@@ -190,9 +263,11 @@ Result<std::vector<SourceConfig>> Resolve(const EngineSourceSpec& spec, const En
     return Status::Ok();
   };
   if (report.format == "sglang") {
-    // One publisher reported; the DP ranks bind port + r (the replay port + r).
+    // One publisher reported; the DP ranks bind port + r (the replay port + r), or connect there
+    // when the endpoint names a host: then kvindex binds port + r.
     SourceConfig config = base;
     KVINDEX_RETURN_IF_ERROR(fill(report.publishers.front(), config));
+    config.bind = report.publishers.front().publisher_connects;
     if (!spec.dp_size_given) config.dp_size = report.dp_size == 0 ? 1 : report.dp_size;
     auto expanded = ExpandDp(config);
     if (!expanded.ok()) return expanded.status().WithContext(where);

@@ -248,7 +248,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
   if (flags.bigram_tokens) {
     order.push_back(flags.any_map_event ? WireFormat::kVllmMap : WireFormat::kSglangEagle);
   }
-  if (hint == FormatHint::kTrtllm && !flags.any_map_event) order.push_back(WireFormat::kTrtllm);
+  // TensorRT-LLM writes tagged maps with signed hashes; only its hint tells them from vLLM's.
+  if (hint == FormatHint::kTrtllm && flags.any_map_event) order.push_back(WireFormat::kTrtllm);
   if (flags.any_seed_event) order.push_back(WireFormat::kMooncakeSeed);
   if (flags.any_rfc_event ||
       ((flags.ts_int || hint == FormatHint::kMooncake) && !flags.any_engine_event)) {

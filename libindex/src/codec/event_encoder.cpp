@@ -64,10 +64,10 @@ Status EncodeChecked(const EventBatch& batch, WireFormat format, std::vector<std
       w.Float64(batch.ts);
       w.Array(batch.events.size());
       for (const Event& e : batch.events) {
-        if (format == WireFormat::kVllmMap) {
-          WriteVllmMapEvent(w, e);
+        if (format == WireFormat::kVllmMap || format == WireFormat::kTrtllm) {
+          WriteVllmMapEvent(w, e, format == WireFormat::kTrtllm);
         } else {
-          WriteVllmArrayEvent(w, e, v09, format == WireFormat::kTrtllm);
+          WriteVllmArrayEvent(w, e, v09);
         }
       }
       if (!v09) WriteOptInt(w, batch.dp_rank);

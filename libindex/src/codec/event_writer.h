@@ -119,11 +119,11 @@ inline void WriteBlockOffsets(Writer& w, const std::vector<uint32_t>& offsets) {
 }
 
 // A vLLM positional event: the 12-field era (13 with block_offsets), or the 6-field BlockStored /
-// 2-field BlockRemoved of vllm-v0.9 when `v09`; hashes signed int64 when `signed_hashes`
-// (TensorRT-LLM).
-void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_hashes = false);
-// A vLLM tagged map event, defaults omitted.
-void WriteVllmMapEvent(Writer& w, const Event& event);
+// 2-field BlockRemoved of vllm-v0.9 when `v09`.
+void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09);
+// A vLLM tagged map event, defaults omitted; hashes signed int64 when `signed_hashes`
+// (TensorRT-LLM's structs, which are the same tagged maps).
+void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes = false);
 // An SGLang positional event, in the shortest SGLang era that carries it.
 void WriteSglangEvent(Writer& w, const Event& event);
 // A Mooncake RFC #1527 map event, every key written.

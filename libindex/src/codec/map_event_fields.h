@@ -46,6 +46,7 @@ struct MapFields {
   std::optional<std::string> model, salt, tenant, backend_id, object_key;
   std::optional<DpRank> dp_rank;
   std::optional<uint64_t> base_block_idx;
+  bool mm_segments = false;  // TensorRT-LLM mm_keys naming a multimodal segment
 };
 
 enum class MapKey : uint8_t {
@@ -80,6 +81,7 @@ enum class MapKey : uint8_t {
   kObjectKey,
   kBaseBlockIdx,
   kBlockOffsets,
+  kMmKeys,
 };
 
 // Returns the key `k` names (exact, case-sensitive), kUnknown for any other.
@@ -115,6 +117,7 @@ inline MapKey LookupMapKey(std::string_view k) {
       {"object_key", MapKey::kObjectKey},
       {"base_block_idx", MapKey::kBaseBlockIdx},
       {"block_offsets", MapKey::kBlockOffsets},
+      {"mm_keys", MapKey::kMmKeys},
   };
   for (const auto& [name, key] : kKeys) {
     if (name.size() == k.size() && std::memcmp(name.data(), k.data(), k.size()) == 0) return key;

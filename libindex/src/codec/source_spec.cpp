@@ -92,11 +92,19 @@ Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config) {
 }
 
 Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offset) {
-  // A scheme and a port, nothing after it: what a ZeroMQ tcp:// endpoint is.
   auto address = ParseNetAddress(endpoint);
+  // An ipc:// or inproc:// endpoint has no port: rank r > 0 takes the suffix `_dp<r>`, as the
+  // publishers name theirs (TensorRT-LLM, vLLM).
+  if (address.ok() && (address->scheme == "ipc" || address->scheme == "inproc") &&
+      !address->path.empty()) {
+    return offset == 0 ? std::string(endpoint)
+                       : std::string(endpoint) + "_dp" + std::to_string(offset);
+  }
+  // A scheme and a port, nothing after it: what a ZeroMQ tcp:// endpoint is.
   if (!address.ok() || address->scheme.empty() || !address->port || !address->path.empty()) {
     return Status::InvalidArgument("endpoint '" + std::string(endpoint) +
-                                   "' has no numeric port to offset (dp-size needs tcp://host:port)");
+                                   "' has no numeric port to offset (dp-size needs tcp://host:port "
+                                   "or ipc://PATH)");
   }
   const uint32_t port = *address->port;
   if (port + offset > 65535) {

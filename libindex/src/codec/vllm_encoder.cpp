@@ -65,13 +65,13 @@ void WriteExtraKeys(Writer& w, const BlockStored& ev) {
 
 }  // namespace
 
-void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_hashes) {
+void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09) {
   if (const auto* s = std::get_if<BlockStored>(&event)) {
     const bool offsets = !s->block_offsets.empty();
     w.Array(v09 ? 6 : offsets ? 13 : 12);
     w.Str("BlockStored");
-    WriteHashes(w, s->block_hashes, signed_hashes);
-    WriteOptHash(w, s->parent, signed_hashes);
+    WriteHashes(w, s->block_hashes, false);
+    WriteOptHash(w, s->parent, false);
     WriteTokens(w, s->token_ids);
     w.Uint(*s->scope.block_size);
     WriteOptInt(w, s->scope.lora_id);
@@ -90,7 +90,7 @@ void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_ha
   } else if (const auto* r = std::get_if<BlockRemoved>(&event)) {
     w.Array(v09 ? 2 : 4);
     w.Str("BlockRemoved");
-    WriteHashes(w, r->block_hashes, signed_hashes);
+    WriteHashes(w, r->block_hashes, false);
     if (v09) return;
     WriteMedium(w, r->tier, r->wire.tier_spelling);
     WriteOptUint(w, r->scope.group);
@@ -100,7 +100,7 @@ void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09, bool signed_ha
   }
 }
 
-void WriteVllmMapEvent(Writer& w, const Event& event) {
+void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes) {
   if (const auto* s = std::get_if<BlockStored>(&event)) {
     const bool extra = HasExtraKeys(*s);
     const size_t n = 8 + (extra ? 1 : 0) + (s->scope.group ? 1 : 0) + (s->wire.spec_kind ? 1 : 0) +
@@ -111,9 +111,9 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     w.Str("type");
     w.Str("BlockStored");
     w.Str("block_hashes");
-    WriteHashes(w, s->block_hashes, false);
+    WriteHashes(w, s->block_hashes, signed_hashes);
     w.Str("parent_block_hash");
-    WriteOptHash(w, s->parent, false);
+    WriteOptHash(w, s->parent, signed_hashes);
     w.Str("token_ids");
     WriteStoredTokens(w, *s);
     w.Str("block_size");
@@ -169,7 +169,7 @@ void WriteVllmMapEvent(Writer& w, const Event& event) {
     w.Str("type");
     w.Str("BlockRemoved");
     w.Str("block_hashes");
-    WriteHashes(w, r->block_hashes, false);
+    WriteHashes(w, r->block_hashes, signed_hashes);
     w.Str("medium");
     WriteMedium(w, r->tier, r->wire.tier_spelling);
     if (r->scope.group) {

@@ -53,6 +53,7 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
         if (!r_.TryNil()) ok = ReadStoredTokens("token_ids", f.token_ids, f.eagle_next);
         break;
       case MapKey::kBlockOffsets: ok = ReadBlockOffsets(f.block_offsets); break;
+      case MapKey::kMmKeys: ok = ReadMmKeys(f.mm_segments); break;
       case MapKey::kBlockSize: ok = ReadOptU32("block_size", f.block_size); break;
       case MapKey::kLoraId: ok = ReadOptI64("lora_id", f.lora_id); break;
       case MapKey::kMedium: ok = ReadOptTier("medium", f.tier, f.tier_spelling); break;
@@ -96,6 +97,23 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
   return true;
 }
 
+bool Decoder::ReadMmKeys(bool& any) {
+  any = false;
+  if (r_.TryNil()) return true;
+  uint32_t n;
+  if (!r_.ReadArray(n)) return TypeFail("mm_keys", "array or nil");
+  for (uint32_t i = 0; i < n; ++i) {
+    if (r_.TryNil()) continue;
+    uint32_t m;
+    if (!r_.ReadArray(m)) return TypeFail("mm_keys", "array or nil");
+    any |= m > 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      if (!Skip("mm_keys", kEventLevel + 2)) return false;
+    }
+  }
+  return true;
+}
+
 bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
   enum class Kind { kStored, kRemoved, kCleared, kUnknown } kind = Kind::kUnknown;
   std::string_view tag;
@@ -130,6 +148,12 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
   // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
   if (kind == Kind::kStored && !rfc && !f.block_size) {
     return Fail(StatusCode::kMalformed, "block_size", "missing");
+  }
+  // Blocks holding a multimodal segment (TensorRT-LLM mm_keys) would be keyed by their
+  // placeholder tokens alone and could match another image's prompt: not indexed.
+  if (kind == Kind::kStored && f.mm_segments) {
+    return Fail(StatusCode::kUnsupported, "mm_keys",
+                "multimodal segments are not read (the blocks are not indexed)");
   }
   // The event is built in its slot; scope and wire fields move straight from the map's fields.
   EventScopeFields* scope;

@@ -26,21 +26,23 @@ size_t FakeModel::AddSource(std::string instance, std::optional<DpRank> rank, ui
   return sources_.size() - 1;
 }
 
-void FakeModel::Set(Source& s, uint64_t engine, uint64_t prefix, uint8_t tiers) {
+void FakeModel::Set(Source& s, uint64_t engine, uint32_t group, uint64_t prefix, uint8_t tiers) {
   Block& b = s.blocks[engine];
   b.prefix = prefix;
+  b.group = group;
   b.tiers |= tiers;
-  s.by_prefix[prefix] |= tiers;
+  s.by_prefix[group][prefix] |= tiers;
 }
 
 void FakeModel::Unset(Source& s, uint64_t engine, uint8_t tiers) {
   auto it = s.blocks.find(engine);
   if (it == s.blocks.end()) return;
   it->second.tiers &= static_cast<uint8_t>(~tiers);
-  auto p = s.by_prefix.find(it->second.prefix);
-  if (p != s.by_prefix.end()) {
+  PrefixTiers& group = s.by_prefix[it->second.group];
+  auto p = group.find(it->second.prefix);
+  if (p != group.end()) {
     p->second &= static_cast<uint8_t>(~tiers);
-    if (p->second == 0) s.by_prefix.erase(p);
+    if (p->second == 0) group.erase(p);
   }
   if (it->second.tiers == 0) s.blocks.erase(it);
 }
@@ -55,26 +57,26 @@ void FakeModel::Clear(size_t source) {
 void FakeModel::Apply(size_t source, const EventBatch& batch) {
   Source& s = sources_[source];
   for (const Event& event : batch.events) {
-    // Queries ask KV-cache group 0; another group's blocks are another scope.
-    if (const auto* st = std::get_if<BlockStored>(&event); st && st->scope.group.value_or(0) != 0) {
-      continue;
-    }
-    if (const auto* rm = std::get_if<BlockRemoved>(&event); rm && rm->scope.group.value_or(0) != 0) {
-      continue;
-    }
     if (const auto* stored = std::get_if<BlockStored>(&event)) {
       std::optional<PrefixHash> parent;
+      uint32_t group = stored->scope.group.value_or(0);
       if (stored->parent) {
         auto it = s.blocks.find(stored->parent->value);
         if (it == s.blocks.end()) continue;  // an orphan: never indexed under a guessed chain
         parent = PrefixHash{it->second.prefix};
+        group = it->second.group;  // a child is in its parent's scope
       }
       const uint32_t bs = stored->scope.block_size.value_or(s.block_size);
       std::vector<PrefixHash> prefixes;
       AppendPrefixHashes(stored->token_ids, bs, parent, kDefaultHashSeed, prefixes);
       const uint8_t bit = FakeTierBit(stored->tier);
-      for (size_t i = 0; i < stored->block_hashes.size() && i < prefixes.size(); ++i) {
-        Set(s, stored->block_hashes[i].value, prefixes[i].value, bit);
+      const std::vector<uint32_t>& offsets = stored->block_offsets;
+      for (size_t i = 0; i < stored->block_hashes.size(); ++i) {
+        // Sparse: hash i is the block of chunk offsets[i]; dense: of chunk i.
+        const size_t chunk =
+            offsets.empty() ? i : (i < offsets.size() ? offsets[i] : prefixes.size());
+        if (chunk >= prefixes.size()) break;
+        Set(s, stored->block_hashes[i].value, group, prefixes[chunk].value, bit);
       }
       if (stored->wire.object_key && !stored->block_hashes.empty()) {
         s.objects[*stored->wire.object_key] = stored->block_hashes.back().value;
@@ -101,14 +103,15 @@ void FakeModel::Apply(size_t source, const EventBatch& batch) {
       const uint8_t drop = static_cast<uint8_t>(b->second.tiers & ~tiers);
       const uint64_t engine = it->second;
       const uint64_t prefix = b->second.prefix;
+      const uint32_t group = b->second.group;
       if (drop) Unset(s, engine, drop);
-      if (tiers) Set(s, engine, prefix, tiers);
+      if (tiers) Set(s, engine, group, prefix, tiers);
       if (update->replicas.empty()) s.objects.erase(it);
     }
   }
 }
 
-nlohmann::json FakeModel::Expect(std::span<const TokenId> tokens) const {
+nlohmann::json FakeModel::Expect(std::span<const TokenId> tokens, uint32_t group) const {
   std::map<std::string, std::vector<const Source*>> by_instance;
   for (const Source& s : sources_) by_instance[s.instance].push_back(&s);
   nlohmann::json out = nlohmann::json::object();
@@ -116,8 +119,10 @@ nlohmann::json FakeModel::Expect(std::span<const TokenId> tokens) const {
     const uint32_t bs = sources.front()->block_size;
     const std::vector<PrefixHash> chain = ChainPrefixHashes(tokens, bs);
     auto tiers_at = [&](const Source* s, size_t i) -> uint8_t {
-      auto it = s->by_prefix.find(chain[i].value);
-      return it == s->by_prefix.end() ? 0 : it->second;
+      const auto g = s->by_prefix.find(group);
+      if (g == s->by_prefix.end()) return 0;
+      auto it = g->second.find(chain[i].value);
+      return it == g->second.end() ? 0 : it->second;
     };
     uint64_t matched = 0, gpu = 0, cpu = 0, disk = 0;
     for (size_t i = 0; i < chain.size(); ++i) {

@@ -1,15 +1,17 @@
 // FakeModel: publish-fake's own, deliberately simple model of what it published, used to write the
-// `expect` answers of `--emit-queries` (docs/cli.md "Expected answers"). It must stay independent of PrefixIndex (the
-// code those answers test): per source, a map from engine hash to (prefix hash, tiers), and per
-// query a walk over the prompt's prefix hashes (block_hash.h), instance by instance.
+// `expect` answers of `--emit-queries` (docs/cli.md "Expected answers"). It must stay independent
+// of PrefixIndex (the code those answers test): per source, a map from engine hash to (prefix hash,
+// tiers), and per query a walk over the prompt's prefix hashes (block_hash.h), instance by
+// instance.
 //
-// Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash (root when the
-// parent is nil) and only when the parent is known to that source (else an orphan, skipped); token
-// ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier; AllCleared and a
-// restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers by key; events of
-// a KV-cache group other than 0 are skipped (queries ask group 0). An
-// instance matches a block while any of its sources holds it in any tier; DP[r] is the longest
-// prefix rank r's sources hold.
+// Rules it models (docs/index-rules.md): a BlockStored is indexed under its parent's prefix hash
+// (root when the parent is nil) and only when the parent is known to that source (else an orphan,
+// skipped); token ids chain into prefix hashes with kDefaultHashSeed; removals clear one tier;
+// AllCleared and a restart clear the source; a Mooncake-seed StoreUpdate replaces an object's tiers
+// by key; each KV-cache group (vLLM group_idx, 0 by default; a child is in its parent's group) is
+// its own prefix tree, and a query walks one group; a sparse event (block_offsets) chains every
+// chunk of its token ids and holds only the chunks the offsets name. An instance matches a block
+// while any of its sources holds it in any tier; DP[r] is the longest prefix rank r's sources hold.
 //
 // Thread safety: none (one thread).
 #ifndef KVINDEX_TOOLS_FAKE_FAKE_MODEL_H_
@@ -43,7 +45,8 @@ class FakeModel {
 
   // The expected /query answer for `tokens`: {instance: {"longest_matched", "GPU", "CPU", "DISK",
   // "DP": {rank: tokens}}} for every instance, in name order.
-  nlohmann::json Expect(std::span<const TokenId> tokens) const;
+  // `group` is the KV-cache group the query names (0 without one).
+  nlohmann::json Expect(std::span<const TokenId> tokens, uint32_t group = 0) const;
 
   // Blocks (engine hashes) a source holds, for tests and the summary.
   size_t blocks(size_t source) const { return sources_[source].blocks.size(); }
@@ -51,17 +54,19 @@ class FakeModel {
  private:
   struct Block {
     uint64_t prefix = 0;
+    uint32_t group = 0;
     uint8_t tiers = 0;  // bit 0 GPU, 1 CPU, 2 DISK
   };
+  using PrefixTiers = std::unordered_map<uint64_t, uint8_t>;  // prefix hash -> tiers
   struct Source {
     std::string instance;
     std::optional<DpRank> rank;
     uint32_t block_size = 0;
     std::unordered_map<uint64_t, Block> blocks;         // engine hash -> block
-    std::unordered_map<uint64_t, uint8_t> by_prefix;     // prefix hash -> tiers
+    std::map<uint32_t, PrefixTiers> by_prefix;          // KV-cache group -> its blocks
     std::unordered_map<std::string, uint64_t> objects;  // Mooncake key -> engine hash
   };
-  void Set(Source& s, uint64_t engine, uint64_t prefix, uint8_t tiers);
+  void Set(Source& s, uint64_t engine, uint32_t group, uint64_t prefix, uint8_t tiers);
   void Unset(Source& s, uint64_t engine, uint8_t tiers);
 
   std::vector<Source> sources_;

@@ -59,7 +59,41 @@ BlockRemoved InSlidingGroup(BlockRemoved e) {
   return e;
 }
 
+// vllm-hybrid-sparse's Mamba group: its own engine hashes (a fixed mix of group 0's).
+EngineHash MambaHash(EngineHash h) {
+  return EngineHash{(h.value ^ 0x4d414d4241303031ULL) * 0xff51afd7ed558ccdULL};
+}
+bool SparseHashes(size_t chunk, size_t run_end) {
+  return chunk % kSparseSkipEvery != kSparseSkipEvery - 1 || chunk + 1 == run_end;
+}
+
 }  // namespace
+
+BlockStored FakeCache::SparseMirror(const std::vector<TokenId>& tokens,
+                                    const std::vector<PrefixHash>& chain, size_t from, size_t to,
+                                    std::vector<bool>& held) const {
+  const uint32_t bs = style_.block_size;
+  // The event starts right after the last chunk the group holds (its parent): token_ids cover
+  // every chunk from there on, block_offsets name the chunks hashed.
+  size_t start = from;
+  while (start > 0 && !held[start - 1]) --start;
+  BlockStored m;
+  if (start > 0) m.parent = MambaHash(FakeEngineHash(chain[start - 1]));
+  m.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(start * bs),
+                     tokens.begin() + static_cast<ptrdiff_t>(to * bs));
+  for (size_t c = from; c < to; ++c) {
+    if (!SparseHashes(c, to)) continue;
+    m.block_hashes.push_back(MambaHash(FakeEngineHash(chain[c])));
+    m.block_offsets.push_back(static_cast<uint32_t>(c - start));
+    held[c] = true;
+  }
+  m.tier = style_.tier;
+  m.scope.block_size = bs;
+  m.scope.model = style_.model;
+  m.scope.group = kSparseGroup;
+  m.wire.spec_kind = "mamba";
+  return m;
+}
 
 void FakeCache::Reset() {
   lru_.clear();
@@ -76,20 +110,26 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
   const size_t n = chain.size();
   if (n == 0) return;
   std::vector<bool> present(n);
+  std::vector<bool> held(n);  // vllm-hybrid-sparse: the chunks the Mamba group holds
   std::unordered_set<uint64_t> prompt;
   size_t missing = 0;
   for (size_t i = 0; i < n; ++i) {
-    present[i] = entries_.count(chain[i].value) != 0;
+    const auto it = entries_.find(chain[i].value);
+    present[i] = it != entries_.end();
+    held[i] = present[i] && it->second.sparse_held;
     prompt.insert(chain[i].value);
     if (!present[i]) ++missing;
   }
   // Evict LRU victims that are not part of this prompt (capacity >= prompt blocks is checked).
   const size_t need = lru_.size() + missing > capacity_ ? lru_.size() + missing - capacity_ : 0;
   std::vector<EngineHash> victims;
+  std::vector<EngineHash> sparse_victims;  // those the Mamba group holds too
   for (auto it = lru_.end(); victims.size() < need && it != lru_.begin();) {
     --it;
     if (prompt.count(*it)) continue;
-    victims.push_back(entries_[*it].engine);
+    const Entry& victim = entries_[*it];
+    victims.push_back(victim.engine);
+    if (victim.sparse_held) sparse_victims.push_back(MambaHash(victim.engine));
     entries_.erase(*it);
     it = lru_.erase(it);
   }
@@ -101,7 +141,16 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       removed.block_hashes = std::move(victims);
       removed.tier = style_.tier;
       removed.scope.model = style_.model;
-      if (style_.hybrid) {
+      if (style_.sparse) {
+        removed.scope.group = 0;
+        BlockRemoved mamba = removed;
+        out.push_back(std::move(removed));
+        if (!sparse_victims.empty()) {
+          mamba.block_hashes = std::move(sparse_victims);
+          mamba.scope.group = kSparseGroup;
+          out.push_back(std::move(mamba));
+        }
+      } else if (style_.hybrid) {
         removed.scope.group = 0;
         out.push_back(removed);
         out.push_back(InSlidingGroup(std::move(removed)));
@@ -143,7 +192,11 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
         stored.scope.group = 0;
         stored.wire.spec_kind = "full_attention";
         out.push_back(stored);
-        out.push_back(InSlidingGroup(std::move(stored), bs));
+        if (style_.sparse) {
+          out.push_back(SparseMirror(tokens, chain, from, to, held));
+        } else {
+          out.push_back(InSlidingGroup(std::move(stored), bs));
+        }
         return;
       }
       out.push_back(std::move(stored));
@@ -165,7 +218,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
       it->second.pos = lru_.begin();
     } else {
       lru_.push_front(key);
-      entries_.emplace(key, Entry{FakeEngineHash(chain[r]), lru_.begin()});
+      entries_.emplace(key, Entry{FakeEngineHash(chain[r]), lru_.begin(), held[r]});
     }
   }
 }

@@ -33,7 +33,16 @@ struct FakeEventStyle {
   // A hybrid model (vllm-hybrid): every event of the full-attention group 0 is mirrored by one of
   // a sliding-window group 1, under that group's own engine hashes.
   bool hybrid = false;
+  // vllm-hybrid-sparse: group 1 is a Mamba group that keeps state only at some chunks, and its
+  // events announce them with block_offsets (kSparseSkipEvery).
+  bool sparse = false;
 };
+
+// vllm-hybrid-sparse's Mamba group: group 1. It hashes every chunk of a stored run except each
+// kSparseSkipEvery-th chunk of the prompt (chunks 2, 5, 8, ...), and always the run's last chunk
+// (the next event continues from it).
+inline constexpr uint32_t kSparseGroup = 1;
+inline constexpr size_t kSparseSkipEvery = 3;
 
 // The engine hash publish-fake publishes for a block with prefix hash `prefix`: a fixed mix of it,
 // so engine and prefix hashes differ (as they do for real engines) but every instance agrees.
@@ -61,7 +70,12 @@ class FakeCache {
   struct Entry {
     EngineHash engine;
     std::list<uint64_t>::iterator pos;
+    bool sparse_held = false;  // vllm-hybrid-sparse: the Mamba group holds this chunk too
   };
+  // vllm-hybrid-sparse: the Mamba group's mirror of group 0's run [from, to) of `chain`; `held`
+  // says which chunks the group holds (updated for the chunks this event hashes).
+  BlockStored SparseMirror(const std::vector<TokenId>& tokens, const std::vector<PrefixHash>& chain,
+                           size_t from, size_t to, std::vector<bool>& held) const;
   uint32_t capacity_;
   FakeEventStyle style_;
   std::list<uint64_t> lru_;  // prefix hashes, most recent first

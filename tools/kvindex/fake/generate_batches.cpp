@@ -41,7 +41,8 @@ std::string SourceFormatHint(WireFormat f) {
 FakeEventStyle EngineStyle(const PublishFakeOptions& o, WireFormat format) {
   FakeEventStyle style;
   style.block_size = o.synth.block_size;
-  style.hybrid = o.format == "vllm-hybrid";
+  style.sparse = o.format == "vllm-hybrid-sparse";
+  style.hybrid = o.format == "vllm-hybrid" || style.sparse;
   switch (format) {
     case WireFormat::kVllmV09:
       break;  // no medium in v0.9

@@ -45,6 +45,8 @@ ReplayStyle DefaultReplayStyle(WireFormat f) {
   switch (f) {
     case WireFormat::kVllmMap:
       return ReplayStyle::kVllmTopic;  // map era = vLLM >= 0.26
+    case WireFormat::kTrtllm:
+      return ReplayStyle::kVllmTopic;  // TensorRT-LLM's replay replies carry the topic too
     case WireFormat::kMooncake:
     case WireFormat::kMooncakeSeed:
       return ReplayStyle::kMooncake;
@@ -112,9 +114,9 @@ Status CheckOptions(const PublishFakeOptions& o) {
 
 Status RunPublishFake(const PublishFakeOptions& o) {
   KVINDEX_RETURN_IF_ERROR(CheckOptions(o));
-  // vllm-hybrid: the vllm-map wire, events of a hybrid model's two KV-cache groups.
-  KVINDEX_ASSIGN_OR_RETURN(WireFormat format,
-                           ParseWireFormat(o.format == "vllm-hybrid" ? "vllm-map" : o.format));
+  // vllm-hybrid(-sparse): the vllm-map wire, events of a hybrid model's two KV-cache groups.
+  const bool hybrid = o.format == "vllm-hybrid" || o.format == "vllm-hybrid-sparse";
+  KVINDEX_ASSIGN_OR_RETURN(WireFormat format, ParseWireFormat(hybrid ? "vllm-map" : o.format));
   ReplayStyle style = DefaultReplayStyle(format);
   if (!o.replay_style.empty()) {
     KVINDEX_ASSIGN_OR_RETURN(style, ParseReplayStyle(o.replay_style));
@@ -164,10 +166,10 @@ CLI::Validator ConnectHost() {
 void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
                   "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed, "
-                  "sglang-eagle, trtllm, lmcache, vllm-hybrid")
+                  "sglang-eagle, trtllm, lmcache, vllm-hybrid, vllm-hybrid-sparse")
       ->check(
           CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed",
-                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid"}))
+                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid", "vllm-hybrid-sparse"}))
       ->capture_default_str();
   cmd->add_option("--replay-style", o.replay_style,
                   "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")

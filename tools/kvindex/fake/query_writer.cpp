@@ -13,10 +13,11 @@ Status QueryWriter::Open(const std::string& path) {
 
 void QueryWriter::Write(const std::string& model, const std::vector<TokenId>& tokens,
                         const std::optional<std::pair<std::string, uint64_t>>& after,
-                        const nlohmann::json& expect) {
+                        const nlohmann::json& expect, std::optional<uint32_t> group) {
   nlohmann::json q;
   q["id"] = "q" + std::to_string(next_id_++);
   q["query"] = {{"model", model}, {"token_ids", tokens}};
+  if (group) q["query"]["group"] = *group;
   if (after) q["after"] = {{"source", after->first}, {"seq", after->second}};
   q["expect"] = expect;
   out_ << DumpJson(q) << "\n";

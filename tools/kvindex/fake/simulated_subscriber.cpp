@@ -124,7 +124,20 @@ void SimulatedSubscriber::Probe(const After& after, const FakeBatch& item) {
   if (synthetic_ && synthetic_->prefix_count() > 0) prompts.push_back(synthetic_->prefix(0));
   if (trace_) prompts.push_back(trace_->first());
   prompts.push_back(probe_unseen_);
-  for (const auto& p : prompts) queries_->Write(o_.model, p, after, model_.Expect(p));
+  for (const auto& p : prompts) {
+    queries_->Write(o_.model, p, after, model_.Expect(p));
+    if (o_.format != "vllm-hybrid-sparse") continue;
+    // The sparse Mamba group: the same prompt in that group, then the prefix every group holds
+    // (the prompt cut where the group's match on the first instance ends), asked in each group.
+    const nlohmann::json sparse = model_.Expect(p, kSparseGroup);
+    queries_->Write(o_.model, p, after, sparse, kSparseGroup);
+    if (sparse.empty()) continue;
+    const uint64_t held = sparse.begin()->at("longest_matched").get<uint64_t>();
+    if (held == 0) continue;
+    const std::vector<TokenId> common(p.begin(), p.begin() + static_cast<ptrdiff_t>(held));
+    queries_->Write(o_.model, common, after, model_.Expect(common));
+    queries_->Write(o_.model, common, after, model_.Expect(common, kSparseGroup), kSparseGroup);
+  }
 }
 
 Status SimulatedSubscriber::Step(size_t si, size_t idx) {

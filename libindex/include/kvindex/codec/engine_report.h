@@ -5,7 +5,9 @@
 //   SGLang  GET /server_info       a JSON object: its server arguments, among them
 //                                  `kv_events_config` (a string holding JSON: publisher, endpoint,
 //                                  replay_endpoint, topic), `page_size`, `dp_size`,
-//                                  `served_model_name` and `model_path`
+//                                  `served_model_name` and `model_path`; newer servers add the
+//                                  `kv_events` descriptor (publisher, endpoint_host,
+//                                  endpoint_port_base, topic, block_size, dp_size), which wins
 //   vLLM    GET /kv_event_sources  a JSON array, one object per DP rank: data_parallel_rank,
 //                                  endpoint, replay_endpoint, topic (the bound addresses)
 //           GET /v1/models         the served model: data[0].id
@@ -38,6 +40,9 @@ struct EnginePublisher {
   std::string replay_endpoint;    // empty: no replay
   std::string topic;
   std::optional<DpRank> dp_rank;  // vLLM: each rank is reported; SGLang: ranks on port + r
+  // SGLang: an endpoint without a wildcard host makes its PUB socket connect (to port + r), so
+  // the subscriber binds there.
+  bool publisher_connects = false;
 };
 
 struct EngineReport {

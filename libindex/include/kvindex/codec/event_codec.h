@@ -34,7 +34,7 @@ enum class WireFormat : uint8_t {
   kMooncakeSeed,  // "mooncake-seed": [ts, events] with BlockUpdateEvent / RemoveAllEvent /
                   // BlockStoreEvent (subscriber guide layout)
   kSglangEagle,   // "sglang-eagle": sglang with token_ids as EAGLE bigram pairs [[t0,t1],[t1,t2]..]
-  kTrtllm,        // "trtllm": TensorRT-LLM's native publisher, vllm's layout with signed hashes
+  kTrtllm,        // "trtllm": TensorRT-LLM's publisher, vllm-map's tagged maps, signed hashes
   kLmcache,       // "lmcache": LMCache's vLLM connector, vllm's layout (its events say CPU)
 };
 

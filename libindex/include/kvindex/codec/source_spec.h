@@ -76,8 +76,10 @@ Result<SourceConfig> SourceConfigFromJson(std::string_view json);
 // + r too); dp_size 1 gives `config` itself. kInvalidArgument naming the problem.
 Result<std::vector<SourceConfig>> ExpandDp(const SourceConfig& config);
 
-// Returns `endpoint` with its TCP port increased by `offset` (tcp://h:5557 + 1 -> tcp://h:5558).
-// kInvalidArgument when the endpoint has no numeric port or the result exceeds 65535.
+// Returns `endpoint` with its TCP port increased by `offset` (tcp://h:5557 + 1 -> tcp://h:5558);
+// an ipc:// or inproc:// endpoint gets the suffix `_dp<offset>` (ipc:///tmp/kv + 1 ->
+// ipc:///tmp/kv_dp1), none for offset 0. kInvalidArgument when the endpoint has neither a numeric
+// port nor an ipc path, or the port exceeds 65535.
 Result<std::string> OffsetEndpointPort(std::string_view endpoint, uint32_t offset);
 
 }  // namespace kvindex

@@ -1,0 +1,92 @@
+// Sparse KV-cache groups (vLLM block_offsets) end to end: the oracle's vector of what
+// `publish-fake --format vllm-hybrid-sparse` writes (tests/data/event_codec_vectors.json) decoded,
+// applied to the index and queried. A chunk the group did not hash ends every walk: a hashed chunk
+// after it never extends the prefix. Expected answers are worked out by hand (block size 2).
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "kvindex/codec/event_codec.h"
+#include "kvindex/core/block_hash.h"
+#include "kvindex/index/prefix_index.h"
+#include "kvindex/query/query_json.h"
+
+#include "codec_test_util.h"
+#include "test_util.h"
+
+namespace kvindex {
+namespace {
+
+EventBatch SparseVector() {
+  const auto doc =
+      nlohmann::json::parse(test::ReadFile(test::TestDataDir() / "event_codec_vectors.json"));
+  for (const auto& v : doc["vectors"]) {
+    if (v["name"].get<std::string>().rfind("vllm hybrid sparse map era", 0) != 0) continue;
+    auto batch = DecodeEventBatch(test::FromHex(v["payload_hex"].get<std::string>()));
+    REQUIRE_MESSAGE(batch.ok(), batch.status().ToString());
+    REQUIRE(batch->errors.empty());
+    return *batch;
+  }
+  FAIL("no sparse vector");
+  return {};
+}
+
+uint64_t Longest(const PrefixIndex& index, const std::string& body) {
+  Result<QueryRequest> request = ParseQueryRequest(body);
+  REQUIRE_MESSAGE(request.ok(), request.status().ToString());
+  Result<PrefixMatch> match = MatchRequest(index, *request);
+  REQUIRE(match.ok());
+  const InstanceMatch* m = match->Find("hybrid");
+  return m == nullptr ? 0 : m->longest_matched;
+}
+
+std::string Join(const std::vector<uint64_t>& values) {
+  std::string out;
+  for (uint64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+TEST_CASE("A sparse group's walk stops at the first chunk it did not hash") {
+  PrefixIndex index;
+  SourceConfig c;
+  c.name = "hybrid";
+  c.format = "vllm";
+  c.model = "m";
+  c.block_size = 2;
+  const SourceId id = *index.AddSource(c);
+  Result<ApplyResult> applied = index.Apply(id, SparseVector());
+  REQUIRE(applied.ok());
+  CHECK(applied->rejected == 0);
+  CHECK(applied->orphans == 0);
+
+  // After the batch, group 0 holds chunks 0-4 of tokens 1..10; group 1 holds chunks 0, 1, 3, 4
+  // (never chunk 2).
+  const std::string tokens = R"("token_ids": [1,2,3,4,5,6,7,8,9,10])";
+  CHECK(Longest(index, R"({"model": "m", )" + tokens + "}") == 10);
+  CHECK(Longest(index, R"({"model": "m", "group": 1, )" + tokens + "}") == 4);
+  // Cut at the prefix both groups hold, the answers agree.
+  CHECK(Longest(index, R"({"model": "m", "token_ids": [1,2,3,4]})") == 4);
+  CHECK(Longest(index, R"({"model": "m", "group": 1, "token_ids": [1,2,3,4]})") == 4);
+
+  // By prefix hashes: chunks 3 and 4 are held under the chain of every chunk before them (the
+  // same keys as group 0's), yet the prompt's chain stops at chunk 2.
+  std::vector<uint64_t> chain;
+  for (PrefixHash h : ChainPrefixHashes(std::vector<TokenId>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 2)) {
+    chain.push_back(h.value);
+  }
+  REQUIRE(chain.size() == 5);
+  CHECK(Longest(index, R"({"model": "m", "group": 1, "seq_hashes": [)" + Join(chain) + "]}") == 4);
+  CHECK(Longest(index, R"({"model": "m", "seq_hashes": [)" + Join(chain) + "]}") == 10);
+  CHECK(Longest(index, R"({"model": "m", "group": 1, "seq_hashes": [)" +
+                           Join({chain[3], chain[4]}) + "]}") == 4);
+
+  // By engine hashes: the group's hashes of the prompt, one per chunk in order. The group has no
+  // hash for chunk 2 (a group-0 hash is another scope), so the walk stops there.
+  CHECK(Longest(index, R"({"model": "m", "group": 1, "block_hash": [911,912,903,914,915]})") == 4);
+  CHECK(Longest(index, R"({"model": "m", "block_hash": [901,902,903,904,905]})") == 10);
+}
+
+}  // namespace
+}  // namespace kvindex
