@@ -85,6 +85,9 @@ class Writer {
   char* p_;
 };
 
+// The render buffer is released after an answer larger than this.
+constexpr size_t kKeptScratchBytes = size_t{1} << 20;
+
 bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
                   const InstanceTrustMap* trust, std::string& out) {
   if (!PlainName(tenant)) return false;
@@ -116,9 +119,12 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
   // The trust map is in name order too: walked beside the instances, not searched per instance.
   InstanceTrustMap::const_iterator trust_at;
   if (trust != nullptr) trust_at = trust->begin();
-  // Grown only: a reused buffer keeps its bytes, and only new ones are zeroed.
-  if (out.size() < bound) out.resize(bound);
-  Writer w(out.data());
+  // Written into a per-thread buffer that only grows (an answer string sized to the bound would
+  // zero it all again on every answer, its size having shrunk to the last answer's), then
+  // copied: a reused `out` keeps its storage.
+  thread_local std::string scratch;
+  if (scratch.size() < bound) scratch.resize(bound);
+  Writer w(scratch.data());
   if (!conductor_compat) w.Lit("{\"data\":");
   w.Ch('{');
   if (!sorted.empty()) {
@@ -186,7 +192,8 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
   }
   w.Ch('}');
   if (!conductor_compat) w.Ch('}');
-  out.resize(static_cast<size_t>(w.pos() - out.data()));
+  out.assign(scratch.data(), static_cast<size_t>(w.pos() - scratch.data()));
+  if (scratch.size() > kKeptScratchBytes) std::string().swap(scratch);
   return true;
 }
 
