@@ -14,7 +14,9 @@
 #   defaults: build 5000 10 4 (env HTTP_THREADS=2 the server's --http-threads; FILL_PROMPTS=8200,
 #   STREAM_BPS=200000, STREAM_EPB=50 events per batch; PUB_NICE=19; OUT_SUFFIX names the result;
 #   SAMPLES_DIR=DIR keeps each phase's per-request due time and latency as
-#   DIR/{baseline,floor-idle,loaded,floor-loaded}.tsv). Raw results:
+#   DIR/{baseline,floor-idle,loaded,floor-loaded}.tsv; NO_INGEST=1 runs the two phases without
+#   ingest only, whose CPU per request is the HTTP comparison, and leaves the loaded ones out of
+#   the results). Raw results:
 #   bench/results/http-<short commit><OUT_SUFFIX>.json.
 #
 # The streaming publish-fake stands in for the engines, which run on other machines: it runs at
@@ -116,6 +118,10 @@ load "$http_port" baseline "$sub"
 t1=$(server_time)
 echo "== floor: http_floor, $CONNS connections, no ingest" >&2
 load "$floor_port" floor-idle "$floor"
+if [ "${NO_INGEST:-0}" = 1 ]; then
+  t2=$(server_time)
+  gaps=0 lost=0 applied=0 batches=0
+else
 echo "== loaded: $CONNS connections, publish-fake (nice $PUB_NICE) streaming $STREAM_BPS blocks/s in batches of $STREAM_EPB" >&2
 gaps_before=$(metric 'kvindex_source_gaps_total{source="stream"')
 batches=$(( (STREAM_BPS / STREAM_EPB) * (2 * DURATION + 6) ))  # covers both loaded phases
@@ -143,6 +149,7 @@ sleep 1
 gaps=$(( $(metric 'kvindex_source_gaps_total{source="stream"') - gaps_before ))
 lost=$(metric 'kvindex_source_lost_total{source="stream"')
 applied=$(metric 'kvindex_source_applied_total{source="stream"')
+fi
 kill -TERM "$sub"; wait "$sub" || true
 
 "$PY" - "$tmp" "$out" "$commit" "$presences" "$gaps" "$lost" "$applied" "$batches" "$t0" "$t1" "$t2" "$PUB_NICE" "$STREAM_EPB" <<'PYEOF'
@@ -155,39 +162,48 @@ def server_mean_us(a, b):
     n = b[0] - a[0]
     return (b[1] - a[1]) / n * 1e6 if n else None
 base = json.load(open(tmp + "/baseline.json"))
-loaded = json.load(open(tmp + "/loaded.json"))
-stream = json.load(open(tmp + "/stream.json"))
 floor_idle = json.load(open(tmp + "/floor-idle.json"))
-floor_loaded = json.load(open(tmp + "/floor-loaded.json"))
+ingest = os.path.exists(tmp + "/loaded.json")  # NO_INGEST=1: the two phases without ingest only
+loaded = json.load(open(tmp + "/loaded.json")) if ingest else None
+stream = json.load(open(tmp + "/stream.json")) if ingest else None
+floor_loaded = json.load(open(tmp + "/floor-loaded.json")) if ingest else None
 def cpu_us_per_request(phase, answers):
     # the server process's CPU over the generator's run (warm-up included), per request sent
     sent = answers["rate"] * (answers["warmup_s"] + answers["duration_s"])
     return float(open(tmp + "/" + phase + ".cpu").read()) * 1e6 / sent
 cpu = {"no_ingest": cpu_us_per_request("baseline", base),
-       "floor_no_ingest": cpu_us_per_request("floor-idle", floor_idle),
-       "loaded_with_ingest": cpu_us_per_request("loaded", loaded),
-       "floor_loaded": cpu_us_per_request("floor-loaded", floor_loaded)}
+       "floor_no_ingest": cpu_us_per_request("floor-idle", floor_idle)}
+if ingest:
+    cpu["loaded_with_ingest"] = cpu_us_per_request("loaded", loaded)
+    cpu["floor_loaded"] = cpu_us_per_request("floor-loaded", floor_loaded)
 result = {"commit": commit, "http_threads": int(os.environ.get("HTTP_THREADS", "2")),
           "presences": presences, "baseline": base, "loaded": loaded,
           "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,
           "ingest": {"batches_sent": sent, "applied": applied, "gaps": gaps, "lost": lost,
-                     "events_per_batch": epb, "publish_fake_nice": pub_nice, "publish_fake": stream},
-          "server_mean_us": {"baseline": server_mean_us(t0, t1), "loaded": server_mean_us(t1, t2)},
+                     "events_per_batch": epb, "publish_fake_nice": pub_nice, "publish_fake": stream}
+                    if ingest else None,
+          "server_mean_us": {"baseline": server_mean_us(t0, t1),
+                             "loaded": server_mean_us(t1, t2) if ingest else None},
           "server_cpu_us_per_request": cpu,
-          "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if base["p99_us"] else None,
+          "ratio_cpu_over_floor_no_ingest": cpu["no_ingest"] / cpu["floor_no_ingest"],
+          "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if ingest and base["p99_us"] else None,
           "ratio_p99_over_floor": {"no_ingest": base["p99_us"] / floor_idle["p99_us"],
-                                   "loaded": loaded["p99_us"] / floor_loaded["p99_us"]},
+                                   "loaded": loaded["p99_us"] / floor_loaded["p99_us"] if ingest else None},
           "cpus": os.cpu_count(), "loadavg_after": open("/proc/loadavg").read().split()[:3]}
 json.dump(result, open(out, "w"), indent=1)
 print("%-22s %8s %8s %8s %8s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors"))
-for name, r in (("no ingest %d conn" % base["connections"], base), ("floor, no ingest", floor_idle),
-                ("loaded %d conn" % loaded["connections"], loaded), ("floor, loaded", floor_loaded)):
+phases = [("no ingest %d conn" % base["connections"], base), ("floor, no ingest", floor_idle)]
+if ingest:
+    phases += [("loaded %d conn" % loaded["connections"], loaded), ("floor, loaded", floor_loaded)]
+for name, r in phases:
     print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
 print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
-print("server process CPU per request (us): kvindex %.1f, floor %.1f (ratio %.1f); loaded, ingest included: kvindex %.1f, floor %.1f"
-      % (cpu["no_ingest"], cpu["floor_no_ingest"], cpu["no_ingest"] / cpu["floor_no_ingest"],
-         cpu["loaded_with_ingest"], cpu["floor_loaded"]))
-print("p99 / floor p99: no ingest %.2f, loaded %.2f" % (result["ratio_p99_over_floor"]["no_ingest"], result["ratio_p99_over_floor"]["loaded"]))
-print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
+print("server process CPU per request (us): kvindex %.1f, floor %.1f (ratio %.2f)"
+      % (cpu["no_ingest"], cpu["floor_no_ingest"], cpu["no_ingest"] / cpu["floor_no_ingest"]))
+print("p99 / floor p99: no ingest %.2f" % result["ratio_p99_over_floor"]["no_ingest"])
+if ingest:
+    print("loaded, ingest included: kvindex %.1f, floor %.1f us CPU per request; p99 / floor p99 %.2f"
+          % (cpu["loaded_with_ingest"], cpu["floor_loaded"], result["ratio_p99_over_floor"]["loaded"]))
+    print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
 print("wrote", out)
 PYEOF

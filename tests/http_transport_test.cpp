@@ -113,9 +113,8 @@ struct Server {
   explicit Server(TransportOptions options = {}) {
     options.max_body_bytes = 1000;
     TransportHooks hooks;
-    hooks.handle = [this](std::string_view m, std::string_view p, std::string_view b) {
-      return echo(m, p, b);
-    };
+    hooks.handle = [this](std::string_view m, std::string_view p, std::string_view b,
+                          ServiceAnswer& answer) { answer = echo(m, p, b); };
     hooks.error_body = [](int status) { return "{\"error\": \"" + std::to_string(status) + "\"}"; };
     hooks.gauges = &gauges;
     auto started = StartHttpTransport(options, std::move(hooks));

@@ -2,8 +2,10 @@
 // text while the rest go through simdjson's per-element path, against nlohmann_json's DOM as an
 // independent reference: random arrays mixing plain ids of every width (1 to 21 digits), the
 // look-alikes that must take the other path, and JSON whitespace, for both element types and
-// both stopping rules; and documents read in place whose buffer goes on past the text with more
-// digits, which must not be read as part of the document.
+// both stopping rules; documents read in place whose buffer goes on past the text with more
+// digits, which must not be read as part of the document; and documents read with a
+// JsonArrayHint, which must give what the same document gives without one (the reference there
+// is the reader's own unhinted path, the ids checked against nlohmann_json too).
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -21,10 +23,25 @@ namespace {
 struct IdsVisitor final : JsonFieldVisitor {
   JsonUintArrayRules rules;
   bool narrow = false;  // read into uint32_t
+  bool raw_other = false;  // read the other fields with Raw()
   std::vector<uint64_t> ids;
+  std::vector<std::string> raws;
   JsonUintArrayScan scan;
+  int restarts = 0;
+  void Restart() override {
+    ++restarts;
+    ids.clear();
+    raws.clear();
+    scan = {};
+  }
   bool Field(std::string_view key, JsonValue& value) override {
-    if (key != "ids") return value.Skip();
+    if (key != "ids") {
+      if (!raw_other) return value.Skip();
+      std::string_view raw;
+      if (!value.Raw(&raw)) return false;
+      raws.emplace_back(raw);
+      return true;
+    }
     JsonKind kind;
     if (!value.Kind(&kind)) return false;
     if (kind != JsonKind::kArray) return value.Skip();
@@ -148,6 +165,67 @@ TEST_CASE("A document read in place ends where its text ends, whatever follows i
   REQUIRE(reader.ReadObject(std::string_view(buffer.data(), doc.size()), buffer.size(), v).kind ==
           JsonError::Kind::kNone);
   CHECK(v.ids == std::vector<uint64_t>{12, 345678, 9});
+}
+
+TEST_CASE("A hinted array reads as the same document without the hint") {
+  std::mt19937_64 rng(7);
+  JsonReader hinted_reader;
+  JsonReader plain_reader;
+  JsonArrayHint hint;
+  hint.key = "ids";
+  static const char* kBefore[] = {"", "\"a\":1,", "\"x\":\"\\\"ids\",", "\"x\":{\"ids\":[5,6]},",
+                                  "\"ids\":[9],", "\"s\":\"\\\"ids\\\":[1]\",", "\"ids\" : 3,"};
+  static const char* kAfter[] = {"", ",\"b\":[1,2]", ",\"ids\":[4]", ",\"x\":\"ids\"", ",\"b\":tru",
+                                 ",", "}", ",\"b\":\"\\u12\""};
+  int cut = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string array = "[" + Space(rng);
+    const size_t n = rng() % 12;
+    for (size_t k = 0; k < n; ++k) {
+      if (k > 0) array += Space(rng) + "," + Space(rng);
+      std::string e = Element(rng);
+      if (rng() % 2 == 0) {
+        while (e[0] < '1' || e[0] > '9' || e.size() > 19) e = Element(rng);
+      }
+      array += e;
+    }
+    array += Space(rng) + "]";
+    const std::string before = kBefore[rng() % (sizeof kBefore / sizeof kBefore[0])];
+    const std::string after =
+        rng() % 3 == 0 ? kAfter[rng() % (sizeof kAfter / sizeof kAfter[0])] : "";
+    const std::string text = "{" + before + "\"ids\"" + Space(rng) + ":" + Space(rng) + array +
+                             after + "}" + (rng() % 30 == 0 ? " x" : "");
+    const bool narrow = rng() % 2 == 0;
+    const bool raw_other = rng() % 3 == 0;
+    hint.max = narrow ? std::numeric_limits<uint32_t>::max() : ~uint64_t{0};
+    IdsVisitor plain;
+    IdsVisitor hinted;
+    // Now and then a visitor reading with another bound than the hint's: read again whole.
+    const uint64_t max = rng() % 10 == 0 ? 999 : hint.max;
+    for (IdsVisitor* v : {&plain, &hinted}) {
+      v->narrow = narrow;
+      v->raw_other = raw_other;
+      v->rules.max = max;
+    }
+    const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
+    const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
+    INFO(text);
+    REQUIRE(got.kind == want.kind);
+    CHECK(got.offset == want.offset);
+    CHECK(got.what == want.what);
+    CHECK(hinted.ids == plain.ids);
+    CHECK(hinted.scan.count == plain.scan.count);
+    CHECK(hinted.scan.first_bad == plain.scan.first_bad);
+    CHECK(hinted.raws == plain.raws);
+    if (want.kind == JsonError::Kind::kNone && !raw_other) {
+      const Expected reference = Reference(text, plain.rules);
+      REQUIRE(reference.json);
+      // The last "ids" wins in the reference's DOM; the visitor keeps the last one it read.
+      CHECK(plain.ids == reference.ids);
+    }
+    cut += hinted.restarts == 0 && want.kind == JsonError::Kind::kNone;
+  }
+  CHECK(cut > 500);  // documents read with the array cut out
 }
 
 }  // TEST_SUITE

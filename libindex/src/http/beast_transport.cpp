@@ -2,14 +2,19 @@
 //
 // A fixed pool of I/O threads, each running its own io_context; an accepted connection is handed
 // to the threads in turn and stays on its thread, which reads, answers (QueryService runs on it)
-// and writes. Per request: one wait for readability, one recv, one sendmsg of header and body
-// (Beast's serializer gives both as one buffer sequence). Pipelined requests are parsed from what
-// the connection already read and answered one after the other. Timeouts are deadlines each
-// connection stores and a sweeper on each thread checks every kSweepEvery (no timer per request).
+// and writes. Per request: one wait for readability (epoll_wait; the descriptor is registered
+// once and not re-armed), one recv into a buffer with room for a whole body, Beast's parser
+// (RequestParser: no field list, the body into a string the connection reuses), the handler
+// into the connection's reused answer, and one sendmsg of head and body. Pipelined requests are
+// parsed from what the connection already read and answered one after the other. Timeouts are
+// deadlines each connection stores and a sweeper on each thread checks every kSweepEvery (no
+// timer per request).
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <list>
@@ -25,11 +30,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http.hpp>
 
 #include "kvindex/http/transport.h"
+#include "request_parser.h"
 #include "wire.h"
 
 namespace kvindex::http {
@@ -44,6 +52,8 @@ using ErrorCode = boost::system::error_code;
 
 constexpr std::chrono::milliseconds kSweepEvery{100};
 constexpr size_t kKeepBufferBytes = 64 * 1024;  // a connection's read buffer shrinks back to this
+// A connection's request body and answer strings are released after a request above this.
+constexpr size_t kKeepAnswerBytes = 1 << 20;
 
 class BeastTransport;
 class Connection;
@@ -78,7 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(BeastTransport& transport, Loop& loop, tcp::socket socket);
   ~Connection();
 
-  void Start() { ReadNext(); }
+  void Start() { Serve(); }
   // The sweeper: closes the connection once its deadline has passed.
   void Sweep(Clock::time_point now) {
     if (now >= deadline_) Close();
@@ -89,12 +99,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  void ReadNext();
+  enum class Next : uint8_t { kRead, kNextRequest, kStop };
+
+  void Serve();
+  Next ParseBuffered();
   void ReadSome();
-  void OnRead(ErrorCode ec);
-  void Answer();
-  void AnswerError(int status);
-  void Send(bhttp::response<bhttp::string_body>&& response, bool keep_alive);
+  Next Answer();
+  Next AnswerError(int status);
+  Next Send(unsigned version, int status, std::string_view content_type, std::string_view body,
+            size_t content_length, bool keep_alive);
+  Next Sent(bool keep_alive);
   void Drain();
   bool Stream(const ServiceAnswer& answer, unsigned version, bool keep_alive, bool head_only);
 
@@ -103,9 +117,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::list<Connection*>::iterator self_;
   tcp::socket socket_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  bhttp::response<bhttp::string_body> response_;
+  RequestParts request_;  // the request being read; its strings serve the next one
+  std::optional<RequestParser> parser_;
+  ServiceAnswer answer_;  // reused: the handler writes each answer into the same body
+  std::string path_;
+  std::string head_;      // the answer's status line and header fields
   Clock::time_point deadline_ = Clock::time_point::max();
+  bool started_ = false;  // bytes of the current request have arrived
   bool continue_sent_ = false;
 };
 
@@ -249,8 +267,7 @@ class BeastTransport final : public HttpTransport {
 Connection::Connection(BeastTransport& transport, Loop& loop, tcp::socket socket)
     : transport_(transport), loop_(loop), socket_(std::move(socket)) {
   self_ = loop_.connections.insert(loop_.connections.end(), this);
-  // Beast reads into the buffer's free capacity (at least 512 bytes): room for a whole query
-  // body makes one recv per request.
+  // Room for a whole query body makes one recv per request.
   buffer_.reserve(kKeepBufferBytes);
 }
 
@@ -259,108 +276,148 @@ Connection::~Connection() {
   transport_.Closed();
 }
 
-void Connection::ReadNext() {
-  parser_.emplace();
-  parser_->body_limit(transport_.options().max_body_bytes);
-  parser_->eager(true);
-  continue_sent_ = false;
-  if (buffer_.size() == 0 && buffer_.capacity() > kKeepBufferBytes) {
-    buffer_.shrink_to_fit();
-    buffer_.reserve(kKeepBufferBytes);
+// Serves requests one after the other: each parsed from what was already read (pipelined) or read
+// when it comes, until one has to wait for the socket.
+void Connection::Serve() {
+  for (;;) {
+    parser_.emplace(request_);
+    parser_->body_limit(transport_.options().max_body_bytes);
+    parser_->eager(true);
+    continue_sent_ = false;
+    if (buffer_.size() == 0 && buffer_.capacity() > kKeepBufferBytes) {
+      buffer_.shrink_to_fit();
+      buffer_.reserve(kKeepBufferBytes);
+    }
+    for (std::string* kept : {&request_.body, &answer_.body}) {
+      if (kept->capacity() > kKeepAnswerBytes) std::string().swap(*kept);
+    }
+    started_ = buffer_.size() > 0;  // a pipelined request, read with the previous one
+    deadline_ = Clock::now() + (started_ ? transport_.options().read_timeout
+                                         : transport_.options().keep_alive_timeout);
+    const Next next = started_ ? ParseBuffered() : Next::kRead;
+    if (next == Next::kRead) return ReadSome();
+    if (next == Next::kStop) return;
   }
-  if (buffer_.size() > 0) {  // a pipelined request, read with the previous one
-    deadline_ = Clock::now() + transport_.options().read_timeout;
-    ReadSome();
-    return;
-  }
-  // Wait until the next request arrives, so that it takes one recv (no recv that finds nothing).
-  deadline_ = Clock::now() + transport_.options().keep_alive_timeout;
-  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](ErrorCode ec) {
-    if (ec) return;
-    self->deadline_ = Clock::now() + self->transport_.options().read_timeout;
-    self->ReadSome();
-  });
 }
 
-void Connection::ReadSome() {
-  bhttp::async_read_some(socket_, buffer_, *parser_,
-                         [self = shared_from_this()](ErrorCode ec, size_t) { self->OnRead(ec); });
-}
-
-void Connection::OnRead(ErrorCode ec) {
-  if (ec == bhttp::error::body_limit) return AnswerError(413);
-  if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted) return;
-  if (ec == bhttp::error::partial_message || ec == net::error::eof ||
-      ec == net::error::connection_reset || ec == net::error::bad_descriptor) {
-    return;
+// Parses what the buffer holds: kNextRequest once the request was answered (and the connection
+// stays), kRead when more bytes are needed, kStop when the connection ends or an answer is still
+// being written.
+Connection::Next Connection::ParseBuffered() {
+  while (buffer_.size() > 0) {
+    ErrorCode ec;
+    const size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == bhttp::error::need_more) break;
+    if (ec == bhttp::error::body_limit) return AnswerError(413);
+    if (ec) return AnswerError(400);
+    if (parser_->is_done()) return Answer();
+    if (used == 0) break;
   }
-  if (ec) return AnswerError(400);
-  if (parser_->is_done()) return Answer();
   // "Expect: 100-continue": the client waits for this before it sends the body.
-  if (parser_->is_header_done() && !continue_sent_) {
-    const auto& request = parser_->get();
-    const auto expect = request[bhttp::field::expect];
-    if (beast::iequals(expect, "100-continue")) {
-      continue_sent_ = true;
-      if (!SendAll(socket_.native_handle(), "HTTP/1.1 100 Continue\r\n\r\n",
-                   transport_.options().write_timeout)) {
-        return Close();
-      }
+  if (parser_->is_header_done() && !continue_sent_ && request_.expect_continue) {
+    continue_sent_ = true;
+    if (!SendAll(socket_.native_handle(), "HTTP/1.1 100 Continue\r\n\r\n",
+                 transport_.options().write_timeout)) {
+      Close();
+      return Next::kStop;
     }
   }
-  ReadSome();
+  return Next::kRead;
 }
 
-void Connection::Answer() {
-  bhttp::request<bhttp::string_body> request = parser_->release();
-  parser_.reset();
-  const auto method = request.method_string();
-  const auto target = request.target();
-  const bool head = request.method() == bhttp::verb::head;
-  const bool keep_alive = request.keep_alive();
-  ServiceAnswer answer = transport_.hooks().handle(
-      std::string_view(method.data(), method.size()),
-      TargetPath(std::string_view(target.data(), target.size())), request.body());
-  if (answer.stream) {
-    if (Stream(answer, request.version(), keep_alive, head) && keep_alive) return ReadNext();
-    return Close();
-  }
-  bhttp::response<bhttp::string_body> response;
-  response.version(request.version());
-  response.result(static_cast<unsigned>(answer.status));
-  response.set(bhttp::field::content_type,
-               beast::string_view(answer.content_type.data(), answer.content_type.size()));
-  response.body() = std::move(answer.body);
-  response.prepare_payload();
-  if (head) response.body().clear();  // Content-Length stays the GET answer's
-  Send(std::move(response), keep_alive);
-}
-
-void Connection::AnswerError(int status) {
-  const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-  parser_.reset();
-  bhttp::response<bhttp::string_body> response;
-  response.version(version);
-  response.result(static_cast<unsigned>(status));
-  response.set(bhttp::field::content_type, "application/json");
-  response.body() = transport_.hooks().error_body(status);
-  response.prepare_payload();
-  Send(std::move(response), false);
-}
-
-void Connection::Send(bhttp::response<bhttp::string_body>&& response, bool keep_alive) {
-  response.keep_alive(keep_alive);
-  response_ = std::move(response);
-  deadline_ = Clock::now() + transport_.options().write_timeout;
-  bhttp::async_write(socket_, response_, [self = shared_from_this(), keep_alive](ErrorCode ec, size_t) {
-    self->response_ = {};
+// One recv into the buffer's free room. Asio tries the recv before it waits only while the
+// previous one filled its room; otherwise it waits for readability first, so a request costs one
+// wait and one recv (and the descriptor, registered once, is not re-armed per wait).
+void Connection::ReadSome() {
+  const size_t room = beast::read_size(buffer_, kKeepBufferBytes);
+  socket_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](ErrorCode ec,
+                                                                             size_t n) {
+    // The end, a reset, or a close by the sweeper or Stop(): the connection ends without an
+    // answer (a half-sent request is dropped).
     if (ec) return;
-    if (keep_alive) return self->ReadNext();
-    ErrorCode ignored;
-    self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    self->deadline_ = Clock::now() + self->transport_.options().read_timeout;
-    self->Drain();
+    self->buffer_.commit(n);
+    if (!self->started_) {  // the request's first bytes: it must now arrive within the timeout
+      self->started_ = true;
+      self->deadline_ = Clock::now() + self->transport_.options().read_timeout;
+    }
+    const Next next = self->ParseBuffered();
+    if (next == Next::kRead) return self->ReadSome();
+    if (next == Next::kNextRequest) self->Serve();
   });
+}
+
+Connection::Next Connection::Answer() {
+  const bool keep_alive = parser_->keep_alive();
+  parser_.reset();
+  const bool head = request_.method == bhttp::verb::head;
+  TargetPath(request_.target, path_);
+  answer_.status = 200;
+  answer_.content_type = {};
+  answer_.stream = nullptr;
+  transport_.hooks().handle(request_.method_string, path_, request_.body, answer_);
+  if (answer_.stream) {
+    const bool complete = Stream(answer_, request_.version, keep_alive, head);
+    answer_.stream = nullptr;
+    if (complete && keep_alive) return Next::kNextRequest;
+    Close();
+    return Next::kStop;
+  }
+  // HEAD: the GET answer's Content-Length, no body.
+  const std::string_view body = head ? std::string_view() : std::string_view(answer_.body);
+  return Send(request_.version, answer_.status, answer_.content_type, body, answer_.body.size(),
+              keep_alive);
+}
+
+Connection::Next Connection::AnswerError(int status) {
+  const unsigned version = parser_ && parser_->is_header_done() ? request_.version : 11;
+  parser_.reset();
+  answer_.body = transport_.hooks().error_body(status);
+  return Send(version, status, "application/json", answer_.body, answer_.body.size(), false);
+}
+
+// Sends the head and `body` in one sendmsg when the socket takes them at once (nearly always: an
+// answer is far smaller than the socket's buffer); the rest, if any, is written as the client
+// reads it, within the write timeout, without holding the thread.
+Connection::Next Connection::Send(unsigned version, int status, std::string_view content_type,
+                                  std::string_view body, size_t content_length, bool keep_alive) {
+  ResponseHead(version, status, content_type, content_length, keep_alive, head_);
+  iovec pieces[2] = {{head_.data(), head_.size()}, {const_cast<char*>(body.data()), body.size()}};
+  msghdr message{};
+  message.msg_iov = pieces;
+  message.msg_iovlen = body.empty() ? 1 : 2;
+  ssize_t sent = 0;
+  do {
+    sent = ::sendmsg(socket_.native_handle(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+    Close();
+    return Next::kStop;
+  }
+  size_t done = sent > 0 ? static_cast<size_t>(sent) : 0;
+  if (done == head_.size() + body.size()) return Sent(keep_alive);
+  // The rest: what is left of the head, then of the body.
+  const size_t head_left = done < head_.size() ? head_.size() - done : 0;
+  const size_t body_done = done > head_.size() ? done - head_.size() : 0;
+  const std::array<net::const_buffer, 2> rest = {
+      net::buffer(head_.data() + (head_.size() - head_left), head_left),
+      net::buffer(body.data() + body_done, body.size() - body_done)};
+  deadline_ = Clock::now() + transport_.options().write_timeout;
+  net::async_write(socket_, rest, [self = shared_from_this(), keep_alive](ErrorCode ec, size_t) {
+    if (ec) return;
+    if (self->Sent(keep_alive) == Next::kNextRequest) self->Serve();
+  });
+  return Next::kStop;
+}
+
+// After an answer went out: the next request, or the end of the connection.
+Connection::Next Connection::Sent(bool keep_alive) {
+  if (keep_alive) return Next::kNextRequest;
+  ErrorCode ignored;
+  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  deadline_ = Clock::now() + transport_.options().read_timeout;
+  Drain();
+  return Next::kStop;
 }
 
 // After the last answer: reads and drops what the client still sends (a body over the limit)

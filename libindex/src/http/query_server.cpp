@@ -49,9 +49,8 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   transport.max_body_bytes = kMaxQueryBodyBytes;
   http::TransportHooks hooks;
   QueryService* service = &impl->service;
-  hooks.handle = [service](std::string_view method, std::string_view path, std::string_view body) {
-    return service->Handle(method, path, body);
-  };
+  hooks.handle = [service](std::string_view method, std::string_view path, std::string_view body,
+                           ServiceAnswer& answer) { service->Handle(method, path, body, answer); };
   hooks.error_body = [](int status) { return QueryService::TransportErrorBody(status); };
   hooks.gauges = &impl->service.connection_gauges();
   KVINDEX_ASSIGN_OR_RETURN(impl->transport, http::StartHttpTransport(transport, std::move(hooks)));

@@ -13,10 +13,12 @@
 #include <simdjson.h>
 
 #include "kvindex/core/json_depth.h"
+#include "plain_uint_array.h"
 
 namespace kvindex {
 
 namespace od = simdjson::ondemand;
+using json_detail::ScanPlainUintArray;
 using simdjson::error_code;
 
 static_assert(kJsonPadding == simdjson::SIMDJSON_PADDING);
@@ -53,77 +55,6 @@ std::string_view WhatOf(error_code e) {
   }
 }
 
-bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// The common array of ids read straight from its text: `p` stands on the '[' of an array the
-// parser has not read; the document ends at `end`, which has at least kJsonPadding readable bytes
-// after it. Succeeds only when every element is a plain non-negative integer (no sign, fraction,
-// exponent or leading zero) of at most 19 digits and at most `max`, separated by ',' and JSON
-// whitespace: then appends them to `ids`, sets `*count` and returns the closing ']'. Anything else
-// returns nullptr, leaving the array to the parser's own per-element path, which decides what it
-// is (a bad id, a bad number, not JSON). The text accepted here is valid JSON as it stands, so
-// the parser only has to step over it.
-template <typename T>
-const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std::vector<T>& ids,
-                               size_t* count) {
-  const size_t first = ids.size();
-  ++p;  // '['
-  while (p < end && IsJsonSpace(*p)) ++p;
-  if (p < end && *p == ']') {
-    *count = 0;
-    return p;
-  }
-  while (p < end) {
-    // The digits at p, from one 8-byte load (the padding keeps 8 bytes readable): a byte is a
-    // digit when neither b + 0x46 nor b - 0x30 sets its top bit, and no carry or borrow crosses
-    // from a digit byte into the next, so the lowest flagged byte is the first non-digit (no
-    // flag: eight or more digits). Up to seven are moved to the top bytes and converted in three
-    // multiplies instead of a loop per digit.
-    uint64_t w = 0;
-    std::memcpy(&w, p, 8);
-    if constexpr (std::endian::native != std::endian::little) w = __builtin_bswap64(w);
-    const uint64_t flags =
-        ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
-    size_t width = static_cast<size_t>(std::countr_zero(flags)) / 8;
-    uint64_t value = 0;
-    if (width - 1 < 7) [[likely]] {
-      uint64_t v = (w & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - width));
-      v = (v * 2561) >> 8;
-      v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
-      value = ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
-    } else if (width == 0) {
-      return nullptr;
-    } else {  // eight or more digits: digit by digit, at most 19
-      width = 0;
-      while (p + width < end && width <= 19 && static_cast<unsigned char>(p[width] - '0') <= 9) {
-        value = value * 10 + static_cast<uint64_t>(p[width] - '0');
-        ++width;
-      }
-      if (width > 19) return nullptr;
-    }
-    if (p + width > end || (width > 1 && *p == '0') || value > max) return nullptr;
-    ids.push_back(static_cast<T>(value));
-    p += width;
-    if (*p == ',') [[likely]] {  // *p is readable: p <= end, and the padding follows
-      ++p;
-      if (static_cast<unsigned char>(*p) <= ' ') {
-        while (p < end && IsJsonSpace(*p)) ++p;
-      }
-      continue;
-    }
-    while (p < end && IsJsonSpace(*p)) ++p;
-    if (p == end) return nullptr;
-    if (*p == ']') {
-      *count = ids.size() - first;
-      return p;
-    }
-    if (*p != ',') return nullptr;
-    ++p;
-    while (p < end && IsJsonSpace(*p)) ++p;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 struct JsonReader::Impl {
@@ -134,7 +65,22 @@ struct JsonReader::Impl {
   od::document* doc = nullptr;
   JsonError error;
   bool consumed = false;  // whether the current field's value was read
+  // The hinted array cut out of `copy` (JsonArrayHint): its '[' stays at `at`, the `removed`
+  // bytes after it are gone up to its ']'; `ids` are its elements, read from the text.
+  struct Cut {
+    bool active = false;
+    bool refused = false;  // the document has to be read again whole
+    size_t at = 0;
+    size_t removed = 0;
+    uint64_t max = 0;
+  } cut;
+  std::vector<uint64_t> cut_ids;
 
+  // The offset in the document as it stands of a byte of the text the parser reads.
+  size_t OffsetOf(const char* p) const {
+    const auto offset = static_cast<size_t>(p - base);
+    return cut.active && offset > cut.at ? offset + cut.removed : offset;
+  }
   // Records the first syntax error; the offset is where the parser stands.
   bool Fail(std::string_view what) {
     if (error.kind == JsonError::Kind::kNone) {
@@ -142,10 +88,15 @@ struct JsonReader::Impl {
       error.what = what;
       const char* at = nullptr;
       if (doc != nullptr && doc->current_location().get(at) == simdjson::SUCCESS) {
-        error.offset = static_cast<size_t>(at - base);
+        error.offset = OffsetOf(at);
       }
     }
     return false;
+  }
+  // The cut does not fit this document: it is read again whole.
+  bool Refuse() {
+    cut.refused = true;
+    return Fail("read again");
   }
   bool Fail(error_code e) { return Fail(WhatOf(e)); }
 
@@ -155,7 +106,25 @@ struct JsonReader::Impl {
   bool UnsignedArray(od::value& v, const JsonUintArrayRules& rules, std::vector<T>* out,
                      JsonUintArrayScan* scan);
   bool ValidateRoot();
+  bool CutArray(std::string_view text, const JsonArrayHint& hint);
+  void Read(JsonReader* reader, simdjson::padded_string_view view, JsonFieldVisitor& visitor);
+  void Release(size_t text_size);
 };
+
+// Copies `text` (padded) and cuts the hinted array out of the copy.
+bool JsonReader::Impl::CutArray(std::string_view text, const JsonArrayHint& hint) {
+  cut = Cut{};
+  copy.assign(text);
+  copy.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
+  cut_ids.clear();
+  if (!json_detail::CutPlainUintArray(copy, text.size(), hint.key, hint.max, cut_ids, &cut.at,
+                                      &cut.removed)) {
+    return false;
+  }
+  cut.active = true;
+  cut.max = hint.max;
+  return true;
+}
 
 bool JsonReader::Impl::Number(od::value& v, JsonNumber* out) {
   const std::string_view token = v.raw_json_token();
@@ -261,6 +230,17 @@ bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rul
   std::vector<T>& ids = *out;
   const char* open = v.raw_json_token().data();
   const size_t kept = ids.size();
+  if (cut.active && open == base + cut.at) {  // read before the parser ran: step over "[]"
+    if (rules.max != cut.max) return Refuse();
+    od::array skipped;
+    std::string_view text;
+    if (const error_code e = v.get_array().get(skipped); e != simdjson::SUCCESS) return Fail(e);
+    if (const error_code e = skipped.raw_json().get(text); e != simdjson::SUCCESS) return Fail(e);
+    ids.insert(ids.end(), cut_ids.begin(), cut_ids.end());
+    *scan = JsonUintArrayScan{};
+    scan->count = cut_ids.size();
+    return true;
+  }
   size_t plain = 0;
   if (const char* close = ScanPlainUintArray(open, base + size, rules.max, ids, &plain)) {
     // Read from the text: the parser only steps over the array (its structure, no numbers),
@@ -293,7 +273,7 @@ bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rul
     }
     // Not a plain id: a negative, a float, a big or malformed number, another kind of value.
     const std::string_view token = element.raw_json_token();
-    const size_t at = static_cast<size_t>(token.data() - base);
+    const size_t at = OffsetOf(token.data());
     bool good = false;
     od::json_type type;
     if (element.type().get(type) == simdjson::SUCCESS && type == od::json_type::number) {
@@ -371,58 +351,32 @@ bool JsonReader::Impl::ValidateRoot() {
   return e == simdjson::SUCCESS || Fail(e);
 }
 
-size_t JsonTooDeepAtFast(std::string_view text) {
-  // Byte-wide counts per 64-byte block (at most 64 each): the compiler turns the inner loop into
-  // vector compares and adds, a fraction of an instruction per byte.
-  size_t openers = 0;
-  size_t i = 0;
-  for (; i + 64 <= text.size() && openers <= kMaxJsonDepth; i += 64) {
-    uint8_t block = 0;
-    for (size_t k = 0; k < 64; ++k) {
-      const char c = text[i + k];
-      block = static_cast<uint8_t>(block + (c == '{') + (c == '['));
-    }
-    openers += block;
-  }
-  for (; i < text.size(); ++i) openers += static_cast<size_t>(text[i] == '{' || text[i] == '[');
-  if (openers <= kMaxJsonDepth) return std::string_view::npos;
-  return JsonTooDeepAt(text);
-}
-
 JsonReader::JsonReader() : impl_(std::make_unique<Impl>()) {}
 JsonReader::~JsonReader() = default;
 
-JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
-                                 JsonFieldVisitor& visitor) {
-  Impl& impl = *impl_;
+// Reads the document `view` (the text itself or `copy`) with `visitor` into `error`.
+void JsonReader::Impl::Read(JsonReader* reader, simdjson::padded_string_view view,
+                            JsonFieldVisitor& visitor) {
+  Impl& impl = *this;
   impl.error = JsonError{};
-  simdjson::padded_string_view view;
-  if (readable >= text.size() + simdjson::SIMDJSON_PADDING) {
-    view = simdjson::padded_string_view(text.data(), text.size(), readable);
-  } else {
-    // The padding is zeroed: the id scan reads words that reach into it.
-    impl.copy.assign(text);
-    impl.copy.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
-    view = simdjson::padded_string_view(impl.copy.data(), text.size(), impl.copy.size());
-  }
   impl.base = view.data();
   impl.size = view.size();
   {
-    od::document doc;
-    if (const error_code e = impl.parser.iterate(view).get(doc); e != simdjson::SUCCESS) {
+    od::document document;
+    if (const error_code e = impl.parser.iterate(view).get(document); e != simdjson::SUCCESS) {
       impl.doc = nullptr;
       impl.Fail(e);
     } else {
-      impl.doc = &doc;
+      impl.doc = &document;
       od::object object;
       od::value root;
       od::json_type type;
-      if (const error_code te = doc.type().get(type); te != simdjson::SUCCESS) {
+      if (const error_code te = document.type().get(type); te != simdjson::SUCCESS) {
         impl.Fail(te);
       } else if (type != od::json_type::object) {
         if (impl.ValidateRoot()) impl.error.kind = JsonError::Kind::kNotObject;
-      } else if (const error_code oe = doc.get_value().get(root) != simdjson::SUCCESS
-                                           ? doc.get_value().error()
+      } else if (const error_code oe = document.get_value().get(root) != simdjson::SUCCESS
+                                           ? document.get_value().error()
                                            : root.get_object().get(object);
                  oe != simdjson::SUCCESS) {
         // Through get_value(): the document's own get_object() refuses a root object followed
@@ -442,7 +396,7 @@ JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
             break;
           }
           od::value& raw = field.value();
-          JsonValue value(this, &raw);
+          JsonValue value(reader, &raw);
           impl.consumed = false;
           if (!visitor.Field(key, value)) {
             stopped = true;
@@ -458,19 +412,56 @@ JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
       if (impl.error.kind == JsonError::Kind::kNone ||
           impl.error.kind == JsonError::Kind::kNotObject) {
         const char* at = nullptr;
-        if (doc.current_location().get(at) == simdjson::SUCCESS) {
+        if (document.current_location().get(at) == simdjson::SUCCESS) {
           impl.error.kind = JsonError::Kind::kTrailing;
-          impl.error.offset = static_cast<size_t>(at - impl.base);
+          impl.error.offset = impl.OffsetOf(at);
           impl.error.what = "unexpected text after the object";
         }
       }
       impl.doc = nullptr;
     }
   }
-  if (text.size() > kKeptCapacity) {
-    impl.parser = od::parser{};
-    std::string().swap(impl.copy);
+}
+
+// After a document: buffers grown by a huge one are released.
+void JsonReader::Impl::Release(size_t text_size) {
+  if (text_size > kKeptCapacity) {
+    parser = od::parser{};
+    std::string().swap(copy);
   }
+}
+
+JsonError JsonReader::ReadObject(std::string_view text, size_t readable,
+                                 JsonFieldVisitor& visitor) {
+  Impl& impl = *impl_;
+  impl.cut = Impl::Cut{};
+  simdjson::padded_string_view view;
+  if (readable >= text.size() + simdjson::SIMDJSON_PADDING) {
+    view = simdjson::padded_string_view(text.data(), text.size(), readable);
+  } else {
+    // The padding is zeroed: the id scan reads words that reach into it.
+    impl.copy.assign(text);
+    impl.copy.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
+    view = simdjson::padded_string_view(impl.copy.data(), text.size(), impl.copy.size());
+  }
+  impl.Read(this, view, visitor);
+  impl.Release(text.size());
+  return impl.error;
+}
+
+JsonError JsonReader::ReadObject(std::string_view text, JsonFieldVisitor& visitor,
+                                 const JsonArrayHint& hint) {
+  Impl& impl = *impl_;
+  const bool cut = impl.CutArray(text, hint);
+  // Without a cut the copy is the document as it stands.
+  const size_t size = text.size() - impl.cut.removed;
+  impl.Read(this, simdjson::padded_string_view(impl.copy.data(), size, impl.copy.size()), visitor);
+  if (cut && (impl.error.kind != JsonError::Kind::kNone || impl.cut.refused)) {
+    // Any problem is told of the document as it stands: read again, whole.
+    visitor.Restart();
+    return ReadObject(text, 0, visitor);
+  }
+  impl.Release(text.size());
   return impl.error;
 }
 
@@ -508,7 +499,7 @@ bool JsonValue::Kind(JsonKind* out) {
 }
 
 size_t JsonValue::offset() const {
-  return static_cast<size_t>(ValueOf(value_).raw_json_token().data() - reader_->impl_->base);
+  return reader_->impl_->OffsetOf(ValueOf(value_).raw_json_token().data());
 }
 
 bool JsonValue::String(std::string_view* out) {
@@ -548,6 +539,10 @@ bool JsonValue::Raw(std::string_view* out) {
   }
   while (end > begin && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n')) {
     --end;
+  }
+  // A text spanning the cut array would not be the document's.
+  if (impl.cut.active && begin <= impl.base + impl.cut.at && impl.base + impl.cut.at < end) {
+    return impl.Refuse();
   }
   *out = std::string_view(begin, static_cast<size_t>(end - begin));
   return true;

@@ -85,6 +85,9 @@ class Writer {
   char* p_;
 };
 
+// The render buffer is released after an answer larger than this.
+constexpr size_t kKeptScratchBytes = size_t{1} << 20;
+
 bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conductor_compat,
                   const InstanceTrustMap* trust, std::string& out) {
   if (!PlainName(tenant)) return false;
@@ -98,18 +101,30 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
     sorted.push_back(&m);
     bound += m.instance.size() + 160 + m.dp.size() * 40 + (trust != nullptr ? 120 : 0);
   }
-  const auto by_name = [](const InstanceMatch* a, const InstanceMatch* b) {
-    return a->instance < b->instance;
-  };
-  if (!std::is_sorted(sorted.begin(), sorted.end(), by_name)) {  // the index answers in name order
-    std::sort(sorted.begin(), sorted.end(), by_name);
+  // The index answers in name order: one pass checks the order and finds repeated names.
+  bool in_order = true;
+  for (size_t i = 1; i < sorted.size() && in_order; ++i) {
+    const int c = sorted[i - 1]->instance.compare(sorted[i]->instance);
+    if (c == 0) return false;
+    in_order = c < 0;
   }
-  for (size_t i = 1; i < sorted.size(); ++i) {
-    if (sorted[i - 1]->instance == sorted[i]->instance) return false;
+  if (!in_order) {
+    std::sort(sorted.begin(), sorted.end(), [](const InstanceMatch* a, const InstanceMatch* b) {
+      return a->instance < b->instance;
+    });
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i - 1]->instance == sorted[i]->instance) return false;
+    }
   }
-  // Grown only: a reused buffer keeps its bytes, and only new ones are zeroed.
-  if (out.size() < bound) out.resize(bound);
-  Writer w(out.data());
+  // The trust map is in name order too: walked beside the instances, not searched per instance.
+  InstanceTrustMap::const_iterator trust_at;
+  if (trust != nullptr) trust_at = trust->begin();
+  // Written into a per-thread buffer that only grows (an answer string sized to the bound would
+  // zero it all again on every answer, its size having shrunk to the last answer's), then
+  // copied: a reused `out` keeps its storage.
+  thread_local std::string scratch;
+  if (scratch.size() < bound) scratch.resize(bound);
+  Writer w(scratch.data());
   if (!conductor_compat) w.Lit("{\"data\":");
   w.Ch('{');
   if (!sorted.empty()) {
@@ -154,7 +169,12 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
       w.Lit(",\"longest_matched\":");
       w.Num(m.longest_matched);
       if (trust != nullptr) {  // keys after "longest_matched" in byte order, as dump() writes
-        const InstanceTrust t = TrustOf(*trust, m.instance);
+        int c = 1;
+        while (trust_at != trust->end() && (c = trust_at->first.compare(m.instance)) < 0) {
+          ++trust_at;
+        }
+        const InstanceTrust t =
+            trust_at != trust->end() && c == 0 ? trust_at->second : InstanceTrust{};
         if (t.state == TrustState::kDegraded) {
           w.Lit(",\"lost_batches\":");
           w.Num(t.lost_batches);
@@ -172,7 +192,8 @@ bool RenderDirect(const PrefixMatch& match, std::string_view tenant, bool conduc
   }
   w.Ch('}');
   if (!conductor_compat) w.Ch('}');
-  out.resize(static_cast<size_t>(w.pos() - out.data()));
+  out.assign(scratch.data(), static_cast<size_t>(w.pos() - scratch.data()));
+  if (scratch.size() > kKeptScratchBytes) std::string().swap(scratch);
   return true;
 }
 

@@ -188,6 +188,7 @@ class BodyFields final : public JsonFieldVisitor {
     }
     return value.Skip();
   }
+  void Restart() override { f_.Clear(); }
 
  private:
   // A null value: the key counts as absent (the last occurrence wins).
@@ -311,7 +312,11 @@ Status ReadBody(std::string_view body, Fields& fields) {
   // One reader per thread: its buffers serve the next request without allocating.
   thread_local JsonReader reader;
   BodyFields visitor(fields, body.size());
-  const JsonError error = reader.ReadObject(body, body.size(), visitor);
+  // Most of a body is its token_ids: read from the text, the parser does not scan it.
+  JsonArrayHint ids;
+  ids.key = "token_ids";
+  ids.max = std::numeric_limits<TokenId>::max();
+  const JsonError error = reader.ReadObject(body, visitor, ids);
   switch (error.kind) {
     case JsonError::Kind::kNone:
       return Status::Ok();

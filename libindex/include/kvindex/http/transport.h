@@ -35,8 +35,11 @@ struct TransportOptions {
 };
 
 struct TransportHooks {
-  // Answers one request; `path` is the decoded path without its query string. Any I/O thread.
-  std::function<ServiceAnswer(std::string_view method, std::string_view path, std::string_view body)>
+  // Answers one request into `answer` (the connection's, reused from request to request: the
+  // handler replaces its status, content type and body; `stream` arrives empty); `path` is the
+  // decoded path without its query string. Any I/O thread.
+  std::function<void(std::string_view method, std::string_view path, std::string_view body,
+                     ServiceAnswer& answer)>
       handle;
   // The body of an error the transport answers itself (413, 400).
   std::function<std::string(int status)> error_body;

@@ -121,6 +121,9 @@ class JsonValue {
 class JsonFieldVisitor {
  public:
   virtual bool Field(std::string_view key, JsonValue& value) = 0;
+  // The document is read again from its start (ReadObject with a JsonArrayHint, on the rare
+  // documents the hint does not fit): forget every field seen so far.
+  virtual void Restart() {}
 
  protected:
   ~JsonFieldVisitor() = default;
@@ -135,6 +138,20 @@ class JsonElementVisitor {
   ~JsonElementVisitor() = default;
 };
 
+// An array of unsigned integers ReadObject may read straight from the text before the parser
+// runs: the first `"key": [` in the text whose elements are all plain non-negative integers of at
+// most `max` is read by a loop over its bytes and cut out of the parser's copy, so the parser
+// neither scans nor steps over it (most of a /query body is its token_ids array). The visitor's
+// UnsignedArray() call on that value, which must use the same `max`, gets the ids read; every
+// other reading of it (Skip(), Kind()) sees the array it is. When the text does not fit (the key
+// inside a string, any error in the document, a Raw() spanning the array), the document is
+// read again whole, without the cut, after the visitor's Restart(): what the visitor sees and
+// every error are those of the document as it stands.
+struct JsonArrayHint {
+  std::string_view key;  // as it stands in the text (no escapes)
+  uint64_t max = ~uint64_t{0};
+};
+
 class JsonReader {
  public:
   JsonReader();
@@ -147,6 +164,8 @@ class JsonReader {
   // the text the document is read in place, else it is copied first. Returns kNone on success,
   // else the first problem met in text order. `text` is borrowed for the call only.
   JsonError ReadObject(std::string_view text, size_t readable, JsonFieldVisitor& visitor);
+  // The same with `hint` (see JsonArrayHint); the document is always copied.
+  JsonError ReadObject(std::string_view text, JsonFieldVisitor& visitor, const JsonArrayHint& hint);
 
  private:
   friend class JsonValue;
