@@ -69,6 +69,15 @@ void CheckOffset(std::string_view text) {
     }
     return;
   }
+  // ipc:// and inproc:// have no port: rank r > 0 takes the suffix `_dp<r>`, rank 0 the path itself.
+  auto path = kvindex::ParseNetAddress(text);
+  if (path.ok() && (path->scheme == "ipc" || path->scheme == "inproc")) {
+    auto one = kvindex::OffsetEndpointPort(text, 1);
+    if (*zero != text || !one.ok() || *one != std::string(text) + "_dp1") {
+      Fail("an ipc/inproc rank is not the path with _dp<rank>", *zero, text);
+    }
+    return;
+  }
   auto again = kvindex::OffsetEndpointPort(*zero, 0);
   if (!again.ok() || *again != *zero) Fail("offset 0 is not a fixed point", *zero, text);
   auto base = kvindex::ParseNetAddress(*zero);
