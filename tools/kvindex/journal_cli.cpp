@@ -157,6 +157,7 @@ ReplicaSnapshot SnapshotOf(const JournalApplier& applier, bool connected, uint64
   out.journal.applied_seq = out.stats.applied_seq;
   out.journal.stream_last_seq = std::max(last_seq, out.stats.applied_seq);
   out.journal.lag = out.journal.stream_last_seq - out.journal.applied_seq;
+  out.journal.apply_lag = out.stats.apply_lag;
   return out;
 }
 

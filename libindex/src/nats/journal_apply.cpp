@@ -1,6 +1,8 @@
 // JournalApplier and JournalSourceMap (journal_apply.h).
 #include "kvindex/nats/journal_apply.h"
 
+#include "kvindex/core/clock.h"
+
 namespace kvindex {
 
 SourceId JournalSourceMap::Local(uint64_t key) {
@@ -32,6 +34,7 @@ Status JournalApplier::Apply(JournalEntry& entry) {
     }
   }
   const Status status = replayer_.Apply(entry.record);
+  NoteApplyLag(entry.record);
   for (const SourceId source : give_up_now_) {
     ingestor_.GiveUp(source);
     ++stats_.given_up;
@@ -45,6 +48,13 @@ void JournalApplier::OnReplayRequest(SourceId source, uint64_t) {
     lossy_[source.value] = false;
     give_up_now_.push_back(source);
   }
+}
+
+void JournalApplier::NoteApplyLag(const CaptureRecordView& record) {
+  if (record.type != CaptureRecordType::kMessage && record.type != CaptureRecordType::kReplayed) {
+    return;
+  }
+  stats_.apply_lag.Add(static_cast<double>(RealtimeNs() - record.recv_ns) * 1e-9);
 }
 
 }  // namespace kvindex

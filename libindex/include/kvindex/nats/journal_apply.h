@@ -4,7 +4,9 @@
 // JournalSourceMap gives each key a small capture source id in the order keys first appear, the
 // same in every reader of the same stream. A `journal-lost` note (the publisher dropped records of
 // that source) makes the source give up on its next hole at once instead of waiting for a replay
-// that the journal will never hold.
+// that the journal will never hold. Each message applied (live, or a replay reply) adds the time
+// since the ingester received it (the record's receive time, against this host's wall clock) to
+// the applier's lag histogram.
 //
 // Thread safety: one thread.
 #ifndef KVINDEX_NATS_JOURNAL_APPLY_H_
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "kvindex/core/instance.h"
+#include "kvindex/core/lag_histogram.h"
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/capture_replay.h"
@@ -38,6 +41,8 @@ struct JournalApplyStats {
   uint64_t lost_notes = 0;   // journal-lost notes seen
   uint64_t given_up = 0;     // holes given up on because of them
   uint64_t applied_seq = 0;  // the stream sequence of the latest entry applied
+  // Per message applied (live or replay reply): seconds from the ingester receiving it to this applier applying it.
+  LagHistogram apply_lag;
 };
 
 class JournalApplier : private IngestObserver {
@@ -56,6 +61,8 @@ class JournalApplier : private IngestObserver {
 
  private:
   void OnReplayRequest(SourceId source, uint64_t from_seq) override;
+  // Adds the lag of `record` to stats_.apply_lag when it is a message.
+  void NoteApplyLag(const CaptureRecordView& record);
 
   Ingestor ingestor_;
   CaptureReplayer replayer_;

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvindex/core/lag_histogram.h"
 #include "kvindex/core/source.h"
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
@@ -55,6 +56,8 @@ struct JournalServing {
   uint64_t applied_seq = 0;
   uint64_t stream_last_seq = 0;
   uint64_t lag = 0;
+  // Replica: seconds from the ingester receiving each message to the replica applying it.
+  LagHistogram apply_lag;
   // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
   // the journal lost (records dropped while its buffer was full).
   uint64_t records_pending = 0;
