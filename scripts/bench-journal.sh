@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The event journal measured against direct subscribe (docs/benchmarks.md "Journal"), on loopback
+# The event journal measured against direct subscribe (docs/benchmarks-journal.md), on loopback
 # with its own nats-server -js (a fresh temporary store per run, stopped after it):
 #   throughput  publish-fake --blast -> subscribe --journal -> JetStream -> subscribe --from-journal,
 #               blocks/s until the replica has applied the whole journal (its /healthz applied_seq),
