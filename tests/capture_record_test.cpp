@@ -1,9 +1,9 @@
 // Capture records on their own (files/capture_record.h): each Encode*() gives exactly the bytes
 // CaptureWriter puts in a file for the same call, ParseCaptureRecord() reads them back and refuses
 // damage; and JournalApplier (nats/journal_apply.h, no server needed) maps journal source keys,
-// gives up on a hole after a journal-lost note or skipped stream sequences, and continues from a
-// snapshot as the replica it was taken from; the journal snapshot manifest reads back what it
-// wrote and refuses damage.
+// gives up on a hole after a journal-lost note or skipped stream sequences, continues from a
+// snapshot as the replica it was taken from, and counts each message's lag; the journal snapshot
+// manifest reads back what it wrote and refuses damage.
 #include "kvindex/files/capture_record.h"
 
 #include <doctest/doctest.h>
@@ -101,7 +101,7 @@ struct Entry {
   }
 };
 
-Bytes Batch(uint64_t seq) {
+Bytes Batch(uint64_t seq, int64_t recv_ns = 1) {
   // An empty vLLM batch ([ts, []]): a valid message with nothing to apply.
   static const Bytes topic = B("kv");
   const Bytes seq8 = EncodeSeqFrame(seq);
@@ -110,7 +110,7 @@ Bytes Batch(uint64_t seq) {
                          std::byte{0},    std::byte{0},    std::byte{0x90}};
   const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
   Bytes out;
-  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, 1, frames).ok());
+  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, recv_ns, frames).ok());
   return out;
 }
 
@@ -277,4 +277,46 @@ TEST_CASE("JournalSourceMap: ids in first-seen order") {
 }
 
 }  // namespace
+TEST_CASE("JournalApplier: each message applied adds the time since the ingester received it") {
+  PrefixIndex index;
+  JournalApplier applier(&index);
+  auto config = ParseSourceSpec("a=vllm@tcp://127.0.0.1:1,model=m");
+  REQUIRE(config.ok());
+  Bytes def;
+  REQUIRE(EncodeCaptureText(def, CaptureRecordType::kSourceDefinition, SourceId{9}, 0,
+                            SourceConfigToJson(config->front()))
+              .ok());
+  uint64_t stream_seq = 0;
+  const auto apply = [&](Bytes record) {
+    Entry e(std::move(record), 0xabc, ++stream_seq);
+    REQUIRE(e.entry.problem.ok());
+    REQUIRE(applier.Apply(e.entry).ok());
+  };
+  const int64_t start = RealtimeNs();
+  apply(def);
+  CHECK(applier.stats().apply_lag.count == 0);  // a definition is not a batch
+  apply(Batch(1, start - 4'000'000'000));       // received 4 s before
+  apply(Batch(2, start + 3'600'000'000'000));   // a receive time ahead of this clock: 0
+  Bytes note;
+  REQUIRE(EncodeCaptureText(note, CaptureRecordType::kNote, SourceId{9}, 0, "backfill").ok());
+  apply(note);
+  const double elapsed = static_cast<double>(RealtimeNs() - start) * 1e-9;
+  const LagHistogram& lag = applier.stats().apply_lag;
+  CHECK(lag.count == 2);
+  CHECK(lag.buckets[0] == 1);
+  // The other lies between 4 s and 4 s plus the time this test took, in the one bucket above
+  // 4 s that holds it.
+  CHECK(lag.sum_s >= 4.0);
+  CHECK(lag.sum_s <= 4.0 + elapsed + 1e-6);
+  uint64_t at_least_4s = 0;
+  for (size_t i = 1; i < lag.buckets.size(); ++i) {
+    if (i < kLagHistogramBounds.size() && kLagHistogramBounds[i] < 4.0) {
+      CHECK(lag.buckets[i] == 0);
+    } else {
+      at_least_4s += lag.buckets[i];
+    }
+  }
+  CHECK(at_least_4s == 1);
+}
+
 }  // namespace kvindex

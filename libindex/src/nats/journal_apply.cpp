@@ -2,6 +2,7 @@
 #include "kvindex/nats/journal_apply.h"
 
 #include "kvindex/codec/source_spec.h"
+#include "kvindex/core/clock.h"
 
 namespace kvindex {
 
@@ -66,6 +67,7 @@ Status JournalApplier::Apply(JournalEntry& entry) {
   }
   const Status status = replayer_.Apply(entry.record);
   if (!status.ok()) ++stats_.bad_records;
+  NoteApplyLag(entry.record);
   for (const SourceId source : give_up_now_) {
     ingestor_.GiveUp(source);
     ++stats_.given_up;
@@ -79,6 +81,13 @@ void JournalApplier::OnReplayRequest(SourceId source, uint64_t) {
     lossy_[source.value] = false;
     give_up_now_.push_back(source);
   }
+}
+
+void JournalApplier::NoteApplyLag(const CaptureRecordView& record) {
+  if (record.type != CaptureRecordType::kMessage && record.type != CaptureRecordType::kReplayed) {
+    return;
+  }
+  stats_.apply_lag.Add(static_cast<double>(RealtimeNs() - record.recv_ns) * 1e-9);
 }
 
 }  // namespace kvindex

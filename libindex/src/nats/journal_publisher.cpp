@@ -306,6 +306,7 @@ void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* err
   if (ordinal < front_ordinal || ordinal - front_ordinal >= entries.size()) return;
   Entry& entry = entries[ordinal - front_ordinal];
   if (entry.state != EntryState::kInFlight) return;
+  const bool window_was_full = in_flight >= options.max_in_flight;
   --in_flight;
   if (ack != nullptr && error == nullptr) {
     entry.state = EntryState::kAcked;
@@ -323,7 +324,13 @@ void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* err
                                                        : natsStatus_GetText(error->Err));
     }
   }
-  wake.notify_one();
+  // The publishing thread is woken only when it can do something now: send again into a window
+  // that was full, or resend once nothing is in flight after a failure (a wake-up per
+  // acknowledgement cost a context switch each).
+  if (window_was_full || (failure && in_flight == 0)) {
+    cycle_ended = true;
+    wake.notify_one();
+  }
 }
 
 void JournalPublisher::Impl::PopAcked() {

@@ -20,6 +20,7 @@
 
 #include "kvindex/core/utf8.h"
 #include "kvindex/core/clock.h"
+#include "kvindex/core/lag_histogram.h"
 #include "kvindex/ingest/source_counters.h"
 
 namespace kvindex {
@@ -45,6 +46,24 @@ MetricFamily Family(std::string name, std::string help, MetricType type) {
 MetricFamily GaugeFamily(std::string name, std::string help, double value) {
   MetricFamily family = Family(std::move(name), std::move(help), MetricType::Gauge);
   family.metric.emplace_back().gauge.value = value;
+  return family;
+}
+
+// A histogram of one series: `buckets` per bucket (not cumulative), one more than `bounds` (the
+// last above every bound).
+MetricFamily HistogramFamily(std::string name, std::string help, std::span<const double> bounds,
+                             std::span<const uint64_t> buckets, uint64_t count, double sum) {
+  MetricFamily family = Family(std::move(name), std::move(help), MetricType::Histogram);
+  ClientMetric::Histogram& h = family.metric.emplace_back().histogram;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cumulative += buckets[i];
+    h.bucket.push_back({cumulative, bounds[i]});
+  }
+  cumulative += buckets[bounds.size()];
+  h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  h.sample_count = count;
+  h.sample_sum = sum;
   return family;
 }
 
@@ -231,6 +250,11 @@ class ServingCollector final : public prometheus::Collectable {
       gauge("kvindex_journal_skipped_seqs",
             "Journal records gone from the stream (retention) before the replica applied them.",
             j.skipped_seqs);
+      out.push_back(HistogramFamily(
+          "kvindex_journal_apply_lag_seconds",
+          "Seconds from the ingester receiving each message (live or replay reply) to this "
+          "replica applying it.",
+          kLagHistogramBounds, j.apply_lag.buckets, j.apply_lag.count, j.apply_lag.sum_s));
       return;
     }
     gauge("kvindex_journal_records_pending", "Records kept for the journal, not acknowledged yet.",
@@ -251,22 +275,12 @@ class ServingCollector final : public prometheus::Collectable {
   }
 
   MetricFamily LatencyFamily() const {
-    MetricFamily family =
-        Family("kvindex_http_query_duration_seconds",
-               "Time to answer /query, /query_by_hash and /cache (parse, match, render).",
-               MetricType::Histogram);
     const LatencySnapshot latency = metrics_.Latency();
-    ClientMetric::Histogram& h = family.metric.emplace_back().histogram;
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < kQueryLatencyBounds.size(); ++i) {
-      cumulative += latency.buckets[i];
-      h.bucket.push_back({cumulative, kQueryLatencyBounds[i]});
-    }
-    cumulative += latency.buckets[kQueryLatencyBounds.size()];
-    h.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
-    h.sample_count = latency.count;
-    h.sample_sum = static_cast<double>(latency.sum_ns) * 1e-9;
-    return family;
+    return HistogramFamily(
+        "kvindex_http_query_duration_seconds",
+        "Time to answer /query, /query_by_hash and /cache (parse, match, render).",
+        kQueryLatencyBounds, latency.buckets, latency.count,
+        static_cast<double>(latency.sum_ns) * 1e-9);
   }
 
   const PrefixIndex& index_;

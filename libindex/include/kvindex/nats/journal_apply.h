@@ -5,7 +5,9 @@
 // same in every reader of the same stream. A `journal-lost` note (the publisher dropped records of
 // that source) makes the source give up on its next hole at once instead of waiting for a replay
 // that the journal will never hold; so do all sources when the stream skips sequences (records its
-// retention limits dropped before they were read).
+// retention limits dropped before they were read). Each message applied (live, or a replay reply)
+// adds the time since the ingester received it (the record's receive time, against this host's
+// wall clock) to the applier's lag histogram.
 //
 // A replica may start from a snapshot (journal_snapshot.h) instead of the stream's start: the
 // index holds the snapshot, StartFrom() defines its sources with their sequence states and journal
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "kvindex/core/instance.h"
+#include "kvindex/core/lag_histogram.h"
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/capture_replay.h"
@@ -49,6 +52,8 @@ struct JournalApplyStats {
   uint64_t snapshot_seq = 0;  // StartFrom(): the sequence the snapshot covered (0: none)
   // Stream sequences never applied because the stream no longer held them (retention).
   uint64_t skipped_seqs = 0;
+  // Per message applied (live or replay reply): seconds from the ingester receiving it to this applier applying it.
+  LagHistogram apply_lag;
 };
 
 class JournalApplier : private IngestObserver {
@@ -78,6 +83,8 @@ class JournalApplier : private IngestObserver {
 
  private:
   void OnReplayRequest(SourceId source, uint64_t from_seq) override;
+  // Adds the lag of `record` to stats_.apply_lag when it is a message.
+  void NoteApplyLag(const CaptureRecordView& record);
 
   Ingestor ingestor_;
   CaptureReplayer replayer_;

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvindex/core/lag_histogram.h"
 #include "kvindex/core/source.h"
 #include "kvindex/core/status.h"
 #include "kvindex/index/prefix_index.h"
@@ -65,6 +66,8 @@ struct JournalServing {
   // Ingester: snapshots written into the journal, and attempts that wrote none.
   uint64_t snapshots_written = 0;
   uint64_t snapshots_failed = 0;
+  // Replica: seconds from the ingester receiving each message to the replica applying it.
+  LagHistogram apply_lag;
   // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
   // the journal lost (records dropped while its buffer was full).
   uint64_t records_pending = 0;

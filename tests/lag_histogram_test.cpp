@@ -1,0 +1,36 @@
+// LagHistogram (core/lag_histogram.h): each delay lands in the first bucket whose bound holds it.
+#include "kvindex/core/lag_histogram.h"
+
+#include <doctest/doctest.h>
+
+namespace kvindex {
+namespace {
+
+TEST_CASE("LagHistogram: a delay goes to the first bucket whose bound is at least it") {
+  LagHistogram h;
+  h.Add(0.001);    // exactly a bound: that bucket
+  h.Add(0.0011);   // just above it: the next
+  h.Add(61.0);     // above every bound
+  h.Add(-2.0);     // clocks apart: counted as 0
+  h.Add(0.0);
+  REQUIRE(kLagHistogramBounds[1] == 0.001);
+  REQUIRE(kLagHistogramBounds[2] == 0.002);
+  CHECK(h.buckets[0] == 2);
+  CHECK(h.buckets[1] == 1);
+  CHECK(h.buckets[2] == 1);
+  CHECK(h.buckets[kLagHistogramBounds.size()] == 1);
+  uint64_t total = 0;
+  for (const uint64_t n : h.buckets) total += n;
+  CHECK(total == 5);
+  CHECK(h.count == 5);
+  CHECK(h.sum_s == doctest::Approx(0.001 + 0.0011 + 61.0));
+}
+
+TEST_CASE("LagHistogram: the bounds rise") {
+  for (size_t i = 1; i < kLagHistogramBounds.size(); ++i) {
+    CHECK(kLagHistogramBounds[i - 1] < kLagHistogramBounds[i]);
+  }
+}
+
+}  // namespace
+}  // namespace kvindex
