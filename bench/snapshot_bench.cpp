@@ -5,9 +5,10 @@
 //                     removing and storing prompts back to back (so it changes records and engine
 //                     maps the copy has not taken yet); items = presences. Counters: MB,
 //                     bytes_per_presence; the writer's pauses, the longest of all iterations, in
-//                     ms: point_ms (BeginCopy(), which the subscriber's writer thread runs),
-//                     writer_copy_ms (the longest piece the writer copied or waited for, from
-//                     IndexState), writer_apply_ms (the longest Apply() the writer thread timed
+//                     ms: point_ms (BeginCopy()'s hold of the shared lock; the subscriber's
+//                     writer thread runs it), writer_copy_ms (the longest piece the writer copied
+//                     or waited for, from IndexState), both also as the thread's CPU time
+//                     (point_cpu_ms, writer_copy_cpu_ms: free of preemption), writer_apply_ms (the longest Apply() the writer thread timed
 //                     during the copies, the pause it saw) and writer_apply_base_ms (the same
 //                     writer with no copy running, beforehand); writer_copies per copy.
 //  BM_Snapshot_Load   SnapshotReader fed 1 MiB pieces into a fresh index; items = presences.
@@ -139,7 +140,7 @@ void BM_Snapshot_Write(benchmark::State& state) {
   Built built = BuildIndex(static_cast<uint64_t>(state.range(0)));
   const uint64_t presences = built.index->stats().presences;
   size_t bytes = 0;
-  uint64_t point = 0, copy = 0, apply = 0, copies = 0, base = 0;
+  uint64_t point = 0, point_cpu = 0, copy = 0, copy_cpu = 0, apply = 0, copies = 0, base = 0;
   {
     Writer writer(built);
     // The writer's own longest Apply() with no copy running, over about as long as a copy.
@@ -153,7 +154,9 @@ void BM_Snapshot_Write(benchmark::State& state) {
       const std::string out = WriteToMemory(st);
       bytes = out.size();
       point = std::max(point, st.pause_ns);
+      point_cpu = std::max(point_cpu, st.pause_cpu_ns);
       copy = std::max(copy, st.writer_max_ns);
+      copy_cpu = std::max(copy_cpu, st.writer_cpu_max_ns);
       copies = std::max(copies, st.writer_copies);
       benchmark::DoNotOptimize(out.data());
     }
@@ -163,7 +166,9 @@ void BM_Snapshot_Write(benchmark::State& state) {
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
   state.counters["bytes_per_presence"] = static_cast<double>(bytes) / static_cast<double>(presences);
   state.counters["point_ms"] = static_cast<double>(point) / 1e6;
+  state.counters["point_cpu_ms"] = static_cast<double>(point_cpu) / 1e6;
   state.counters["writer_copy_ms"] = static_cast<double>(copy) / 1e6;
+  state.counters["writer_copy_cpu_ms"] = static_cast<double>(copy_cpu) / 1e6;
   state.counters["writer_apply_ms"] = static_cast<double>(apply) / 1e6;
   state.counters["writer_apply_base_ms"] = static_cast<double>(base) / 1e6;
   state.counters["writer_copies"] = static_cast<double>(copies);

@@ -77,6 +77,7 @@ Status SnapshotKeeper::Write(const ConsistentState& state) {
                            std::to_string(state.index.presences) + " presences, writer paused " +
                            std::to_string(state.index.pause_ns / 1000) + " us at the point and " +
                            std::to_string(state.index.writer_max_ns / 1000) + " us at most (" +
+                           std::to_string(state.index.writer_cpu_max_ns / 1000) + " us CPU, " +
                            std::to_string(state.index.writer_copies) + " pieces copied, " +
                            std::to_string(state.index.writer_ns / 1000) + " us), written in " +
                            std::to_string(static_cast<int64_t>(SecondsSince(started) * 1000)) +

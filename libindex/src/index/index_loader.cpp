@@ -36,6 +36,11 @@ namespace {
 // (the tables grow as usual past the cap).
 constexpr uint64_t kMaxReserve = uint64_t{1} << 24;
 
+// The room a table sized once for `n` entries is given: a fifth more, so that it ends near the
+// load two-thirds (the middle of the 0.53-0.8 a growing table runs at) rather than at the 0.8
+// where it would grow, whose probe runs make the inserts of a load measurably slower.
+uint64_t Room(uint64_t n) { return std::min(n, kMaxReserve) + std::min(n, kMaxReserve) / 5; }
+
 Status Bad(const std::string& what) { return Status::Corrupt(what); }
 
 }  // namespace
@@ -121,7 +126,7 @@ Status IndexLoader::BeginBlocks(uint64_t count) {
   l.in_blocks = true;
   l.expected = count;
   l.im.WLock();
-  l.im.table.Reserve(std::min(count, kMaxReserve));
+  l.im.table.Reserve(Room(count));
   l.positions.reserve(std::min(count, kMaxReserve));
   return Status::Ok();
 }
@@ -179,17 +184,24 @@ Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
     im.presences += uint64_t{per_block} * done;
     if (cap_log2 > 1) im.overflow_bytes += done * (size_t{1} << cap_log2) * sizeof(Presence);
   };
+  // Keys are hashed once, kAhead blocks ahead (for the table prefetch), and kept in a ring.
   constexpr size_t kAhead = 8;
+  uint64_t keys[kAhead];
+  for (size_t i = 0; i < kAhead && i < hashes.size(); ++i) {
+    keys[i] = KeyHash(hashes[i], scope, ns);
+    im.table.Prefetch(keys[i]);
+  }
   for (size_t i = 0; i < hashes.size(); ++i, ++done) {
     if (im.table.NeedsGrow()) im.GrowOutside(im.table);
     if (engine_inst != nullptr) im.GrowEngine(*engine_inst);
     im.WLock();
+    const uint64_t hash = hashes[i];
+    const uint64_t h = keys[i % kAhead];
     if (i + kAhead < hashes.size()) {
-      im.table.Prefetch(KeyHash(hashes[i + kAhead], scope, ns));
+      keys[i % kAhead] = KeyHash(hashes[i + kAhead], scope, ns);
+      im.table.Prefetch(keys[i % kAhead]);
       if (engine_inst != nullptr) engine_inst->engine.Prefetch(EngineMix(engines[i + kAhead]));
     }
-    const uint64_t hash = hashes[i];
-    const uint64_t h = KeyHash(hash, scope, ns);
     const uint32_t tag = static_cast<uint32_t>(h >> 32);
     const auto [pos, found] = im.table.FindOrSlot(h, [&](const BlockSlot& s) {
       if (s.tag != tag) return false;
@@ -209,7 +221,7 @@ Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
       b.store.heap = to;
       b.cap_log2 = cap_log2;
     }
-    std::copy(l.run.begin(), l.run.end(), to);
+    for (uint16_t k = 0; k < count; ++k) to[k] = l.run[k];  // no memmove call for a pair
     b.count = count;
     if (engine_inst != nullptr) im.EngineSet(*engine_inst, engines[i], EngineMix(engines[i]), idx);
     im.Tick();
@@ -224,7 +236,7 @@ void IndexLoader::ReserveEngine(uint32_t instance, uint64_t count) {
   im.WLock();
   Instance& inst = *im.instances[instance];
   im.BeforeEngineWrite(inst);
-  inst.engine.Reserve(inst.engine.size() + std::min(count, kMaxReserve));
+  inst.engine.Reserve(inst.engine.size() + Room(count));
 }
 
 Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) {

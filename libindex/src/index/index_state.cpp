@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "kvindex/core/clock.h"
+
 #include "index_impl.h"
 
 namespace kvindex {
@@ -37,11 +39,20 @@ std::unique_ptr<T[], FreeStorage> RawArray(size_t n) {
   return std::unique_ptr<T[], FreeStorage>(static_cast<T*>(std::malloc(std::max<size_t>(1, n) * sizeof(T))));
 }
 
-uint64_t NsSince(std::chrono::steady_clock::time_point t) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
-          .count());
-}
+// A span of the wall clock and of the calling thread's CPU time (the CPU time leaves out the
+// time the thread was not running, which on a loaded machine dominates short wall spans).
+struct Span {
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  int64_t cpu = ReadClockNs(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t WallNs() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - wall)
+                                     .count());
+  }
+  uint64_t CpuNs() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, ReadClockNs(CLOCK_THREAD_CPUTIME_ID) - cpu));
+  }
+};
 
 }  // namespace
 
@@ -62,6 +73,7 @@ struct IndexState::Copy {
   // The writer's own copies (written under the exclusive lock, read after the copy ended).
   uint64_t writer_copies = 0;
   uint64_t writer_max_ns = 0;
+  uint64_t writer_cpu_max_ns = 0;
   uint64_t writer_ns = 0;
   // --- derived by Finish() ---
   std::vector<uint32_t> position;     // record -> block position (kNone: free)
@@ -125,11 +137,12 @@ struct IndexState::Copy {
     const auto& slots = instances[ii]->engine.slots();
     engine[ii].assign(slots.begin(), slots.end());
   }
-  void NoteWriter(std::chrono::steady_clock::time_point started) {
-    const uint64_t ns = NsSince(started);
+  void NoteWriter(const Span& span) {
+    const uint64_t ns = span.WallNs();
     ++writer_copies;
     writer_ns += ns;
     writer_max_ns = std::max(writer_max_ns, ns);
+    writer_cpu_max_ns = std::max(writer_cpu_max_ns, span.CpuNs());
   }
   // Record indices become block positions, engine entries of freed records go, and entries and
   // object blocks are put in position order.
@@ -189,9 +202,9 @@ void PrefixIndex::Impl::CopyBeforeWrite(uint32_t idx) {
   if (idx >= c.allocated) return;  // a record new since the point
   std::atomic<uint8_t>& mark = c.seg_mark[idx >> kSegmentBits];
   if (mark.load(std::memory_order_acquire) == kCopied) return;
-  const auto started = std::chrono::steady_clock::now();
+  const Span span;
   IndexState::Copy::Claim(mark, [&] { c.CopySegment(idx >> kSegmentBits); });
-  c.NoteWriter(started);
+  c.NoteWriter(span);
 }
 
 void PrefixIndex::Impl::CopyEngineBeforeWrite(uint32_t ii) {
@@ -199,9 +212,9 @@ void PrefixIndex::Impl::CopyEngineBeforeWrite(uint32_t ii) {
   if (ii >= c.instances.size()) return;  // an instance new since the point
   std::atomic<uint8_t>& mark = c.inst_mark[ii];
   if (mark.load(std::memory_order_acquire) == kCopied) return;
-  const auto started = std::chrono::steady_clock::now();
+  const Span span;
   IndexState::Copy::Claim(mark, [&] { c.CopyEngine(ii); });
-  c.NoteWriter(started);
+  c.NoteWriter(span);
 }
 
 // ---------------------------------------------------------------- the point
@@ -228,11 +241,11 @@ StateCopy PrefixIndex::BeginCopy() const {
     im.copy_cv.wait(busy, [&] { return !im.copy_busy; });
     im.copy_busy = true;
   }
-  const auto started = std::chrono::steady_clock::now();
   IndexState state;
   IndexState::Copy& c = *state.copy_;
   {
     std::shared_lock<RwLock> guard(im.lock);
+    const Span span;  // the lock held: what a writer waiting for it waits
     c.allocated = im.allocated;
     for (const auto& chunk : im.chunks) c.chunks.push_back(chunk.get());
     c.segments = (c.allocated + kCopySegment - 1) >> kSegmentBits;
@@ -284,8 +297,9 @@ StateCopy PrefixIndex::BeginCopy() const {
     state.blocks = im.live_blocks;
     state.presences = im.presences;
     im.cow = &c;  // from here the writer copies a piece before changing it
+    state.pause_ns = span.WallNs();
+    state.pause_cpu_ns = span.CpuNs();
   }
-  state.pause_ns = NsSince(started);
   return StateCopy(*this, std::move(state));
 }
 
@@ -297,6 +311,7 @@ void StateCopy::End() {
     im.cow = nullptr;
     state_.writer_copies = c.writer_copies;
     state_.writer_max_ns = c.writer_max_ns;
+    state_.writer_cpu_max_ns = c.writer_cpu_max_ns;
     state_.writer_ns = c.writer_ns;
   }
   {

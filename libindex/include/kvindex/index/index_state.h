@@ -109,14 +109,17 @@ class IndexState {
   StateCounters counters;
   uint64_t blocks = 0;     // resident blocks
   uint64_t presences = 0;  // resident (block, holder, tier) presences
-  // How long BeginCopy() took (the writer's pause when it takes the point itself, as the
-  // subscriber's I/O thread does), in nanoseconds.
+  // How long BeginCopy() held the shared lock (the writer's pause when it takes the point itself,
+  // as the subscriber's I/O thread does, or waits for it), in nanoseconds of wall clock and of
+  // that thread's CPU time.
   uint64_t pause_ns = 0;
+  uint64_t pause_cpu_ns = 0;
   // The pieces the writer copied itself before changing them while the copy was finished, the
-  // longest such pause (a copy, or a wait for the copying thread to finish that piece) and their
-  // sum, in nanoseconds.
+  // longest such pause (a copy, or a wait for the copying thread to finish that piece; wall clock
+  // and the writer thread's CPU time) and their sum (wall clock), in nanoseconds.
   uint64_t writer_copies = 0;
   uint64_t writer_max_ns = 0;
+  uint64_t writer_cpu_max_ns = 0;
   uint64_t writer_ns = 0;
 
   // Calls f(block) for every resident block, in visit order (positions 0, 1, ...).
