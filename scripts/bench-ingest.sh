@@ -8,7 +8,7 @@
 #   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).
 # Snapshots: RUNS="50ev-q 50ev-snap 1ev-q 1ev-snap" runs the subscriber with --http and
 #   bench/http_load POSTing /query at QUERY_RATE (default 500/s, 2 connections) for the first
-#   QUERY_S seconds (default 8) of each run, without (-q) and with (-snap) --snapshot-dir (a
+#   QUERY_S seconds (default 8) of each run's stream, without (-q) and with (-snap) --snapshot-dir (a
 #   temporary folder) --snapshot-interval SNAP_INTERVAL (default 5): the same invocation otherwise.
 #   It prints the -snap/-q ratios of the rate and of the query p99, the snapshots written and the
 #   longest writer pause they logged.
@@ -70,7 +70,10 @@ run_subs() {
       s) rec_args=(--http "127.0.0.1:$hport" --http-threads 1 --snapshot-dir "$tmp/$name-snaps"
                    --snapshot-interval "${SNAP_INTERVAL:-5}") ;;
     esac
-    "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
+    local log=()
+    # The snapshot keeper logs each snapshot's pauses at info.
+    if [ "$record" = q ] || [ "$record" = s ]; then log=(--log-level info); fi
+    "$KVINDEX" "${log[@]}" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
       --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
       >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
     subs+=("$!")
@@ -84,8 +87,13 @@ run_subs() {
         sleep 0.1
       done
       [ "$up" = 1 ] || { echo "bench-ingest.sh: $name: no HTTP server" >&2; exit 1; }
-      "$LOAD" --port "$hport" --bodies "$tmp/bodies.jsonl" --rate "${QUERY_RATE:-500}" \
-        --duration "${QUERY_S:-8}" --connections 2 --out "$tmp/$name-load.json" \
+      # The queries start with the stream (the publisher first builds its events).
+      (for _ in $(seq 1 1200); do
+         grep -q 'applied [1-9]' "$tmp/$name-sub.err" 2>/dev/null && break
+         sleep 0.1
+       done
+       exec "$LOAD" --port "$hport" --bodies "$tmp/bodies.jsonl" --rate "${QUERY_RATE:-500}" \
+         --duration "${QUERY_S:-8}" --connections 2 --out "$tmp/$name-load.json") \
         >"$tmp/$name-load.out" 2>&1 &
       loads+=("$!")
       pids+=("$!")
@@ -127,9 +135,12 @@ import json, os, re, sys
 name, epb, count, record, sub_cpu, subj, pubj, pubt, subscribers, loadj, suberr = sys.argv[1:]
 s = json.load(open(subj)); p = json.load(open(pubj))
 query = json.load(open(loadj)) if os.path.exists(loadj) else None
-# The snapshot keeper's log lines: "... writer paused P us at the point and M us at most (...)".
-pauses = [(int(a), int(b)) for a, b in
-          re.findall(r"writer paused (\d+) us at the point and (\d+) us at most", open(suberr).read())]
+# The snapshot keeper's log lines: "... writer paused P us at the point and M us at most (C us
+# CPU, ...)": wall clock, and the writer thread's CPU time for the longest piece.
+found = re.findall(r"writer paused (\d+) us at the point and (\d+) us at most \((\d+) us CPU",
+                   open(suberr).read())
+pauses = [(int(a), int(b)) for a, b, c in found]
+cpu_pauses = [int(c) for a, b, c in found]
 t = s["total"]
 span = max(1, s["last_message_ns"] - s["first_message_ns"]) / 1e9
 u, st = map(float, open(pubt).read().split()[-2:])
@@ -141,6 +152,7 @@ print(json.dumps({"name": name, "events_per_batch": int(epb), "batches_sent": in
     "subscriber_cpu_s": float(sub_cpu),
     "query": query, "query_p99_us": query["p99_us"] if query else None,
     "snapshots": len(pauses), "snapshot_pause_max_us": max([max(a, b) for a, b in pauses], default=0),
+    "snapshot_piece_cpu_max_us": max(cpu_pauses, default=0),
     "subscriber_cpu_us_per_block": float(sub_cpu) * 1e6 / max(1, t["events"]),
     "publisher_cpu_s": u + st, "publisher": p}))
 PYEOF
@@ -189,10 +201,12 @@ for base in ("50ev", "1ev"):
     if q and snap:
         p99 = lambda rs: statistics.median(r["query_p99_us"] for r in rs if r["query_p99_us"] is not None)
         print("%s: with snapshots every %s s the rate is x%.3f and the query p99 x%.3f "
-              "(%.0f us against %.0f); %d snapshots, longest writer pause %d us" % (
+              "(%.0f us against %.0f); %d snapshots, longest writer pause %d us wall, longest piece %d us "
+              "of the writer's CPU" % (
               base, os.environ.get("SNAP_INTERVAL", "5"), med[base + "-snap"] / med[base + "-q"],
               p99(snap) / p99(q), p99(snap), p99(q), sum(r["snapshots"] for r in snap),
-              max(r["snapshot_pause_max_us"] for r in snap)))
+              max(r["snapshot_pause_max_us"] for r in snap),
+              max(r["snapshot_piece_cpu_max_us"] for r in snap)))
 # Pairs: the ratio within each repetition (same stream, same seconds), then the median.
 by_name = {r["name"]: r for r in rows}
 for base in ("50ev-pair", "1ev-pair"):
