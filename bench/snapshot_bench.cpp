@@ -1,15 +1,28 @@
 // Snapshot benches (docs/snapshot-format.md): an index of 64 instances whose prompts share a 25%
-// prefix, at about N presences (the argument), written to memory and loaded back.
+// prefix, at about N presences (the argument: 1 M and 10 M), written to memory and loaded back.
 //
-//  BM_Snapshot_Write  CopyState() + WriteSnapshot() into memory; counters: MB, bytes_per_presence,
-//                     pause_ms (the shared-lock copy, the writer's pause), items = presences.
+//  BM_Snapshot_Write  CopyState() + WriteSnapshot() into memory while a writer thread goes on
+//                     removing and storing prompts back to back (so it changes records and engine
+//                     maps the copy has not taken yet); items = presences. Counters: MB,
+//                     bytes_per_presence; the writer's pauses, the longest of all iterations, in
+//                     ms: point_ms (BeginCopy()'s hold of the shared lock; the subscriber's
+//                     writer thread runs it), writer_copy_ms (the longest piece the writer copied
+//                     or waited for, from IndexState), both also as the thread's CPU time
+//                     (point_cpu_ms, writer_copy_cpu_ms: free of preemption), writer_apply_ms (the longest Apply() the writer thread timed
+//                     during the copies, the pause it saw) and writer_apply_base_ms (the same
+//                     writer with no copy running, beforehand); writer_copies per copy.
 //  BM_Snapshot_Load   SnapshotReader fed 1 MiB pieces into a fresh index; items = presences.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvindex/index/index_state.h"
@@ -25,20 +38,28 @@ constexpr int kInstances = 64;
 constexpr int kBlocksPerPrompt = 128;
 constexpr int kSharedPrefix = 32;
 
+struct Built {
+  std::unique_ptr<PrefixIndex> index;
+  std::vector<SourceId> ids;
+  // Every 16th prompt (and the instance that stored it), for the writer thread to remove and
+  // store again.
+  std::vector<std::pair<int, BlockStored>> kept;
+};
+
 // An index holding about `presences` presences: each instance stores prompts of 128 blocks whose
 // first 32 blocks are one of 8 shared system prompts.
-std::unique_ptr<PrefixIndex> BuildIndex(uint64_t presences) {
-  auto index = std::make_unique<PrefixIndex>();
-  std::vector<SourceId> ids;
+Built BuildIndex(uint64_t presences) {
+  Built built;
+  built.index = std::make_unique<PrefixIndex>();
   for (int i = 0; i < kInstances; ++i) {
     SourceConfig c;
     c.name = "engine-" + std::to_string(i);
     c.model = "m";
     c.block_size = kBs;
-    ids.push_back(*index->AddSource(c));
+    built.ids.push_back(*built.index->AddSource(c));
   }
   std::mt19937_64 rng(11);
-  for (uint64_t prompt = 0; index->stats().presences < presences; ++prompt) {
+  for (uint64_t prompt = 0; built.index->stats().presences < presences; ++prompt) {
     BlockStored e;
     e.tier = Tier::Gpu();
     const uint64_t system = prompt % 8;
@@ -51,17 +72,17 @@ std::unique_ptr<PrefixIndex> BuildIndex(uint64_t presences) {
       chain = (chain ^ e.token_ids.back()) * 0x100000001b3ULL + static_cast<uint64_t>(b);
       e.block_hashes.push_back(EngineHash{chain ^ (b < kSharedPrefix ? 0 : prompt << 20)});
     }
+    const int inst = static_cast<int>(prompt % kInstances);
+    if (prompt % 16 == 0) built.kept.emplace_back(inst, e);
     EventBatch batch;
     batch.events.push_back(std::move(e));
-    (void)index->Apply(ids[prompt % kInstances], batch);
+    (void)built.index->Apply(built.ids[static_cast<size_t>(inst)], batch);
   }
-  return index;
+  return built;
 }
 
-std::string WriteToMemory(const PrefixIndex& index, uint64_t* pause_ns) {
+std::string WriteToMemory(const IndexState& state) {
   std::string out;
-  const IndexState state = index.CopyState();
-  *pause_ns = state.pause_ns;
   (void)WriteSnapshot(state, {}, 0, [&](std::string_view c) {
     out.append(c);
     return true;
@@ -69,34 +90,98 @@ std::string WriteToMemory(const PrefixIndex& index, uint64_t* pause_ns) {
   return out;
 }
 
+// The writer thread: removes a random kept prompt and stores it again, back to back, timing each
+// Apply(); the longest since the last Take() is kept.
+class Writer {
+ public:
+  explicit Writer(Built& b) : b_(b), thread_([this] { Run(); }) {}
+  ~Writer() {
+    stop_.store(true);
+    thread_.join();
+  }
+  uint64_t TakeMaxNs() { return max_ns_.exchange(0); }
+  uint64_t applies() const { return applies_.load(); }
+
+ private:
+  void Run() {
+    std::mt19937_64 rng(5);
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const auto& [inst, stored] = b_.kept[rng() % b_.kept.size()];
+      BlockRemoved removed;
+      removed.block_hashes = stored.block_hashes;
+      removed.tier = Tier::Gpu();
+      for (int step = 0; step < 2; ++step) {
+        EventBatch batch;
+        if (step == 0) {
+          batch.events.push_back(removed);
+        } else {
+          batch.events.push_back(stored);
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        (void)b_.index->Apply(b_.ids[static_cast<size_t>(inst)], batch);
+        const auto ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  std::chrono::steady_clock::now() - t0)
+                                                  .count());
+        uint64_t seen = max_ns_.load(std::memory_order_relaxed);
+        while (ns > seen && !max_ns_.compare_exchange_weak(seen, ns)) {
+        }
+        applies_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  Built& b_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> max_ns_{0};
+  std::atomic<uint64_t> applies_{0};
+  std::thread thread_;
+};
+
 void BM_Snapshot_Write(benchmark::State& state) {
-  const auto index = BuildIndex(static_cast<uint64_t>(state.range(0)));
-  const uint64_t presences = index->stats().presences;
+  Built built = BuildIndex(static_cast<uint64_t>(state.range(0)));
+  const uint64_t presences = built.index->stats().presences;
   size_t bytes = 0;
-  uint64_t max_pause = 0;
-  for (auto _ : state) {
-    uint64_t pause = 0;
-    const std::string out = WriteToMemory(*index, &pause);
-    bytes = out.size();
-    max_pause = std::max(max_pause, pause);
-    benchmark::DoNotOptimize(out.data());
+  uint64_t point = 0, point_cpu = 0, copy = 0, copy_cpu = 0, apply = 0, copies = 0, base = 0;
+  {
+    Writer writer(built);
+    // The writer's own longest Apply() with no copy running, over about as long as a copy.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    base = writer.TakeMaxNs();
+    for (auto _ : state) {
+      (void)writer.TakeMaxNs();
+      const IndexState st = built.index->CopyState();
+      apply = std::max(apply, writer.TakeMaxNs());
+      const std::string out = WriteToMemory(st);
+      bytes = out.size();
+      point = std::max(point, st.pause_ns);
+      point_cpu = std::max(point_cpu, st.pause_cpu_ns);
+      copy = std::max(copy, st.writer_max_ns);
+      copy_cpu = std::max(copy_cpu, st.writer_cpu_max_ns);
+      copies = std::max(copies, st.writer_copies);
+      benchmark::DoNotOptimize(out.data());
+    }
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * presences));
   state.counters["presences"] = static_cast<double>(presences);
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
   state.counters["bytes_per_presence"] = static_cast<double>(bytes) / static_cast<double>(presences);
-  state.counters["pause_ms"] = static_cast<double>(max_pause) / 1e6;
+  state.counters["point_ms"] = static_cast<double>(point) / 1e6;
+  state.counters["point_cpu_ms"] = static_cast<double>(point_cpu) / 1e6;
+  state.counters["writer_copy_ms"] = static_cast<double>(copy) / 1e6;
+  state.counters["writer_copy_cpu_ms"] = static_cast<double>(copy_cpu) / 1e6;
+  state.counters["writer_apply_ms"] = static_cast<double>(apply) / 1e6;
+  state.counters["writer_apply_base_ms"] = static_cast<double>(base) / 1e6;
+  state.counters["writer_copies"] = static_cast<double>(copies);
 }
-BENCHMARK(BM_Snapshot_Write)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Snapshot_Write)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
 
 void BM_Snapshot_Load(benchmark::State& state) {
   uint64_t presences = 0;
   std::string bytes;
   {
-    const auto index = BuildIndex(static_cast<uint64_t>(state.range(0)));
-    presences = index->stats().presences;
-    uint64_t pause = 0;
-    bytes = WriteToMemory(*index, &pause);
+    const Built built = BuildIndex(static_cast<uint64_t>(state.range(0)));
+    presences = built.index->stats().presences;
+    bytes = WriteToMemory(built.index->CopyState());
   }
   for (auto _ : state) {
     auto fresh = std::make_unique<PrefixIndex>();
@@ -118,7 +203,7 @@ void BM_Snapshot_Load(benchmark::State& state) {
   state.counters["presences"] = static_cast<double>(presences);
   state.counters["MB"] = static_cast<double>(bytes.size()) / 1e6;
 }
-BENCHMARK(BM_Snapshot_Load)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Snapshot_Load)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

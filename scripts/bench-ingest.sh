@@ -6,6 +6,12 @@
 #
 # Usage: scripts/bench-ingest.sh [BUILD_DIR] [SCALE] [REPS]
 #   SCALE divides the sizes (a smoke run); REPS repetitions of each run (default 3, medians).
+# Snapshots: RUNS="50ev-q 50ev-snap 1ev-q 1ev-snap" runs the subscriber with --http and
+#   bench/http_load POSTing /query at QUERY_RATE (default 500/s, 2 connections) for the first
+#   QUERY_S seconds (default 8) of each run's stream, without (-q) and with (-snap) --snapshot-dir (a
+#   temporary folder) --snapshot-interval SNAP_INTERVAL (default 5): the same invocation otherwise.
+#   It prints the -snap/-q ratios of the rate and of the query p99, the snapshots written and the
+#   longest writer pause they logged.
 # Environment: RUNS (default "50ev 50ev-rec 1ev 1ev-rec") picks and orders the runs of each
 #   repetition. 50ev-pair / 1ev-pair: one publisher, two subscribers at once, one of them with
 #   --record: both see the same stream in the same seconds, so their ratio is free of the drift
@@ -23,6 +29,7 @@ BUILD=${1:-build}
 SCALE=${2:-1}
 REPS=${3:-3}
 KVINDEX=$BUILD/tools/kvindex/kvindex
+LOAD=$BUILD/bench/http_load
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 commit=$(git rev-parse --short=12 HEAD)
 out=bench/results/ingest-$commit${OUT_SUFFIX:+-$OUT_SUFFIX}.json
@@ -34,26 +41,63 @@ cpu_of() {  # utime + stime of a live process, seconds
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
 
+# Query bodies for the -q / -snap runs: 64 prompts of 8 blocks of 16 random tokens.
+"$PY" -c '
+import json, random
+r = random.Random(7)
+for _ in range(64):
+    print(json.dumps({"model": "fake-model", "token_ids": [r.randrange(150000) for _ in range(128)]}))
+' >"$tmp/bodies.jsonl"
+
 # Runs one publisher and one or more subscribers on it. Arguments: events_per_batch batches, then
-# NAME:RECORD per subscriber (RECORD 1 = with --record). Appends one row per subscriber.
+# NAME:MODE per subscriber (MODE 0 plain, 1 with --record, q with --http and a query load, s the
+# same with --snapshot-dir). Appends one row per subscriber.
 run_subs() {
   local epb=$1 count=$2
   shift 2
   local port=$((30000 + RANDOM % 20000))
   local rport=$((port + 1))
-  local names=() subs=() spec name record
+  local names=() subs=() loads=() spec name record
   for spec in "$@"; do
     name=${spec%%:*}
     record=${spec##*:}
     local rec_args=()
     # shellcheck disable=SC2206  # RECORD_ARGS is split on purpose
     [ "$record" = 1 ] && rec_args=(--record "$tmp/$name.kvcap" --force ${RECORD_ARGS:-})
-    "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
+    local hport=$((port + 2 + ${#names[@]}))
+    case $record in
+      q) rec_args=(--http "127.0.0.1:$hport" --http-threads 1) ;;
+      s) rec_args=(--http "127.0.0.1:$hport" --http-threads 1 --snapshot-dir "$tmp/$name-snaps"
+                   --snapshot-interval "${SNAP_INTERVAL:-5}") ;;
+    esac
+    local log=()
+    # The snapshot keeper logs each snapshot's pauses at info.
+    if [ "$record" = q ] || [ "$record" = s ]; then log=(--log-level info); fi
+    "$KVINDEX" "${log[@]}" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$rport" \
       --stats-interval 0.5 --json "$tmp/$name-sub.json" "${rec_args[@]}" \
       >"$tmp/$name-sub.out" 2>"$tmp/$name-sub.err" &
     subs+=("$!")
     pids+=("$!")
     names+=("$name")
+    if [ "$record" = q ] || [ "$record" = s ]; then
+      local up=0
+      for _ in $(seq 1 100); do
+        "$PY" -c 'import sys, urllib.request; urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=1)' \
+          "$hport" 2>/dev/null && { up=1; break; }
+        sleep 0.1
+      done
+      [ "$up" = 1 ] || { echo "bench-ingest.sh: $name: no HTTP server" >&2; exit 1; }
+      # The queries start with the stream (the publisher first builds its events).
+      (for _ in $(seq 1 1200); do
+         grep -q 'applied [1-9]' "$tmp/$name-sub.err" 2>/dev/null && break
+         sleep 0.1
+       done
+       exec "$LOAD" --port "$hport" --bodies "$tmp/bodies.jsonl" --rate "${QUERY_RATE:-500}" \
+         --duration "${QUERY_S:-8}" --connections 2 --out "$tmp/$name-load.json") \
+        >"$tmp/$name-load.out" 2>&1 &
+      loads+=("$!")
+      pids+=("$!")
+    fi
   done
   local pub=${names[0]}
   local pace=(--blast)
@@ -78,15 +122,25 @@ run_subs() {
     done
     local sub_cpu
     sub_cpu=$(cpu_of "${subs[$i]}")
+    for l in "${loads[@]}"; do wait "$l" || true; done
+    loads=()
     kill -TERM "${subs[$i]}"
     wait "${subs[$i]}" || true
     record=0
     [ -e "$tmp/$name.kvcap" ] && record=1
     "$PY" - "$name" "$epb" "$count" "$record" "$sub_cpu" "$tmp/$name-sub.json" "$tmp/$pub-pub.json" \
-        "$tmp/$pub-pub.time" "${#names[@]}" >>"$tmp/rows.jsonl" <<'PYEOF'
-import json, sys
-name, epb, count, record, sub_cpu, subj, pubj, pubt, subscribers = sys.argv[1:]
+        "$tmp/$pub-pub.time" "${#names[@]}" "$tmp/$name-load.json" "$tmp/$name-sub.err" \
+        >>"$tmp/rows.jsonl" <<'PYEOF'
+import json, os, re, sys
+name, epb, count, record, sub_cpu, subj, pubj, pubt, subscribers, loadj, suberr = sys.argv[1:]
 s = json.load(open(subj)); p = json.load(open(pubj))
+query = json.load(open(loadj)) if os.path.exists(loadj) else None
+# The snapshot keeper's log lines: "... writer paused P us at the point and M us at most (C us
+# CPU, ...)": wall clock, and the writer thread's CPU time for the longest piece.
+found = re.findall(r"writer paused (\d+) us at the point and (\d+) us at most \((\d+) us CPU",
+                   open(suberr).read())
+pauses = [(int(a), int(b)) for a, b, c in found]
+cpu_pauses = [int(c) for a, b, c in found]
 t = s["total"]
 span = max(1, s["last_message_ns"] - s["first_message_ns"]) / 1e9
 u, st = map(float, open(pubt).read().split()[-2:])
@@ -96,6 +150,9 @@ print(json.dumps({"name": name, "events_per_batch": int(epb), "batches_sent": in
     "batches_per_s": t["applied"] / span, "blocks_per_s": t["events"] / span, "gaps": t["gaps"],
     "recovered": t["recovered"], "lost": t["lost"], "malformed": t["malformed"],
     "subscriber_cpu_s": float(sub_cpu),
+    "query": query, "query_p99_us": query["p99_us"] if query else None,
+    "snapshots": len(pauses), "snapshot_pause_max_us": max([max(a, b) for a, b in pauses], default=0),
+    "snapshot_piece_cpu_max_us": max(cpu_pauses, default=0),
     "subscriber_cpu_us_per_block": float(sub_cpu) * 1e6 / max(1, t["events"]),
     "publisher_cpu_s": u + st, "publisher": p}))
 PYEOF
@@ -111,6 +168,10 @@ for rep in $(seq 1 "$REPS"); do
       50ev-rec) run_subs 50 "$b50" "50ev-rec-r$rep:1" ;;
       1ev) run_subs 1 "$b1" "1ev-r$rep:0" ;;
       1ev-rec) run_subs 1 "$b1" "1ev-rec-r$rep:1" ;;
+      50ev-q) run_subs 50 "$b50" "50ev-q-r$rep:q" ;;
+      50ev-snap) run_subs 50 "$b50" "50ev-snap-r$rep:s" ;;
+      1ev-q) run_subs 1 "$b1" "1ev-q-r$rep:q" ;;
+      1ev-snap) run_subs 1 "$b1" "1ev-snap-r$rep:s" ;;
       50ev-pair) run_subs 50 "$b50" "50ev-pair-r$rep:0" "50ev-pair-rec-r$rep:1" ;;
       1ev-pair) run_subs 1 "$b1" "1ev-pair-r$rep:0" "1ev-pair-rec-r$rep:1" ;;
       *) echo "bench-ingest.sh: unknown run '$run' in RUNS" >&2; exit 2 ;;
@@ -118,7 +179,7 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 "$PY" - "$tmp/rows.jsonl" "$out" "$commit" <<'PYEOF'
-import json, statistics, sys
+import json, os, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 json.dump({"commit": sys.argv[3], "runs": rows}, open(sys.argv[2], "w"), indent=1)
 groups = {}
@@ -136,6 +197,16 @@ for name, rs in groups.items():
 for base in ("50ev", "1ev"):
     if base in med and base + "-rec" in med:
         print("%s: --record keeps %.1f%% of the rate" % (base, 100 * med[base + "-rec"] / med[base]))
+    q, snap = groups.get(base + "-q"), groups.get(base + "-snap")
+    if q and snap:
+        p99 = lambda rs: statistics.median(r["query_p99_us"] for r in rs if r["query_p99_us"] is not None)
+        print("%s: with snapshots every %s s the rate is x%.3f and the query p99 x%.3f "
+              "(%.0f us against %.0f); %d snapshots, longest writer pause %d us wall, longest piece %d us "
+              "of the writer's CPU" % (
+              base, os.environ.get("SNAP_INTERVAL", "5"), med[base + "-snap"] / med[base + "-q"],
+              p99(snap) / p99(q), p99(snap), p99(q), sum(r["snapshots"] for r in snap),
+              max(r["snapshot_pause_max_us"] for r in snap),
+              max(r["snapshot_piece_cpu_max_us"] for r in snap)))
 # Pairs: the ratio within each repetition (same stream, same seconds), then the median.
 by_name = {r["name"]: r for r in rows}
 for base in ("50ev-pair", "1ev-pair"):

@@ -42,7 +42,7 @@ src = {r['source']: r for r in s['sources']}
 assert set(src) == {'vllm-0/dp0', 'vllm-0/dp1', 'store'}, src
 assert all(r['exact'] and r['lost'] == 0 for r in src.values()), src
 assert all(isinstance(r['watermark'], int) for r in src.values()), src
-assert s['snapshot_version'] == 1 and s['presences'] > 0
+assert s['snapshot_version'] == 2 and s['presences'] > 0
 " || fail "replay SNAPSHOT --json"
 run "$KVINDEX" replay "$TMP/d.kvsnap" --dump
 expect_status 2 "a snapshot takes no --dump"

@@ -13,15 +13,22 @@
 
 namespace kvindex::cli {
 
+// The I/O thread only fixes the copy's point beside the sequence states (a short pause); the
+// records and maps are copied here, while it goes on (StateCopy, index_state.h).
 std::optional<ConsistentState> TakeState(Subscriber& subscriber, const PrefixIndex& index) {
-  auto promise = std::make_shared<std::promise<ConsistentState>>();
-  std::future<ConsistentState> future = promise->get_future();
+  struct Begun {
+    StateCopy copy;
+    std::vector<SourceSeqState> seq;
+  };
+  auto promise = std::make_shared<std::promise<Begun>>();
+  std::future<Begun> future = promise->get_future();
   subscriber.Submit([promise, &index](Ingestor& ingestor) {
-    ConsistentState state{index.CopyState(), SequenceStates(ingestor)};
-    promise->set_value(std::move(state));
+    StateCopy copy = index.BeginCopy();
+    promise->set_value(Begun{std::move(copy), SequenceStates(ingestor)});
   });
   if (future.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return std::nullopt;
-  return future.get();
+  Begun begun = future.get();
+  return ConsistentState{begun.copy.Finish(), std::move(begun.seq)};
 }
 
 std::optional<SnapshotInfo> LoadNewestSnapshot(const std::string& dir, IndexOptions options,
@@ -68,7 +75,11 @@ Status SnapshotKeeper::Write(const ConsistentState& state) {
   PruneSnapshots(dir_, keep_);
   Log(LogLevel::kInfo, "snapshot " + path + ": " + std::to_string(*bytes) + " bytes, " +
                            std::to_string(state.index.presences) + " presences, writer paused " +
-                           std::to_string(state.index.pause_ns / 1000) + " us, written in " +
+                           std::to_string(state.index.pause_ns / 1000) + " us at the point and " +
+                           std::to_string(state.index.writer_max_ns / 1000) + " us at most (" +
+                           std::to_string(state.index.writer_cpu_max_ns / 1000) + " us CPU, " +
+                           std::to_string(state.index.writer_copies) + " pieces copied, " +
+                           std::to_string(state.index.writer_ns / 1000) + " us), written in " +
                            std::to_string(static_cast<int64_t>(SecondsSince(started) * 1000)) +
                            " ms");
   return Status::Ok();

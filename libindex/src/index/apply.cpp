@@ -188,7 +188,7 @@ void PrefixIndex::Impl::IndexStored(const BlockStored& ev, const StoredPlan& pla
       continue;
     }
     GrowOutside(table);
-    GrowOutside(inst.engine);
+    GrowEngine(inst);
     const uint32_t tag = static_cast<uint32_t>(p.key_hash >> 32);
     const auto [pos, found] = table.FindOrSlot(p.key_hash, [&](const BlockSlot& slot) {
       if (slot.tag != tag) return false;

@@ -112,6 +112,7 @@ void PrefixIndex::Impl::MaybeRecycle() {
   for (uint32_t idx : deferred) {
     PushFree(idx);
     deferred_bits[idx >> 6] &= ~(1ULL << (idx & 63));
+    BeforeWrite(idx);
     block(idx).engine_refs = 0;  // every entry pointing here was erased above
   }
   deferred.clear();

@@ -22,9 +22,11 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +40,7 @@
 #include "kvindex/core/scope.h"
 #include "kvindex/core/source.h"
 #include "kvindex/core/status.h"
+#include "kvindex/index/index_state.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/index/prefix_match.h"
 
@@ -129,6 +132,15 @@ struct PrefixIndex::Impl {
   uint64_t unmapped = 0;
   uint64_t evictions = 0;
   mutable std::atomic<uint64_t> clock{1};
+
+  // --- a state copy in progress (index_state.cpp, StateCopy) ---
+  // Set and cleared under the shared side of the lock by the copying thread, read by the writer
+  // under the exclusive side before each change of a record or an engine map (BeforeWrite()), so
+  // that the writer copies what the copy still needs before changing it. One copy at a time.
+  IndexState::Copy* cow = nullptr;
+  mutable std::mutex copy_mu;
+  mutable std::condition_variable copy_cv;
+  mutable bool copy_busy = false;
 
   // --- writer-only state ---
   std::vector<HeapEntry> heap;
@@ -223,6 +235,27 @@ struct PrefixIndex::Impl {
     }
   }
 
+  // Before record `idx` or instance `ii`'s engine map changes while a copy is in progress: copies
+  // its segment (or map) into the copy first, unless that is done (index_state.cpp). Exclusive
+  // lock held.
+  KVINDEX_HOT void BeforeWrite(uint32_t idx) {
+    if (cow != nullptr) [[unlikely]] CopyBeforeWrite(idx);
+  }
+  KVINDEX_HOT void BeforeEngineWrite(const Instance& inst) {
+    if (cow != nullptr) [[unlikely]] CopyEngineBeforeWrite(inst.index);
+  }
+  [[gnu::noinline]] void CopyBeforeWrite(uint32_t idx);
+  [[gnu::noinline]] void CopyEngineBeforeWrite(uint32_t ii);
+  // GrowOutside() for an instance's engine map.
+  void GrowEngine(Instance& inst) {
+    if (!inst.engine.NeedsGrow()) return;
+    BuildOutside([&] { return inst.engine.BuildGrown(); },
+                 [&](auto& fresh) {
+                   BeforeEngineWrite(inst);
+                   inst.engine.Adopt(fresh);
+                 });
+  }
+
   // ---------------------------------------------------------------- interning (writer)
   // The id of scope `s`, interned (with its (tenant, model) pair) when new. interning.cpp.
   uint32_t InternScope(const Scope& s);
@@ -293,6 +326,7 @@ struct PrefixIndex::Impl {
     } else {
       idx = NewRecord();
     }
+    BeforeWrite(idx);
     Block& b = block(idx);
     b.hash = hash;
     b.scope = scope;
@@ -313,6 +347,7 @@ struct PrefixIndex::Impl {
   // `dropping`: engine entries pointing here that the caller erases right after (before any
   // allocation), so they do not hold the record back.
   KVINDEX_HOT void FreeBlock(uint32_t idx, uint8_t dropping = 0) {
+    BeforeWrite(idx);
     Block& b = block(idx);
     const uint64_t h = KeyHash(b.hash, b.scope, b.ns);
     const size_t pos = table.Find(h, [&](const BlockSlot& s) { return s.idx == idx; });
@@ -343,6 +378,7 @@ struct PrefixIndex::Impl {
 
   // Adds tier `t` for `holder` to block `idx`. Returns false for a duplicate.
   KVINDEX_HOT bool AddPresence(uint32_t idx, uint16_t holder, uint32_t t) {
+    BeforeWrite(idx);
     Block& b = block(idx);
     Presence* p = b.data();
     const uint16_t bit = static_cast<uint16_t>(1u << t);
@@ -369,6 +405,7 @@ struct PrefixIndex::Impl {
   // the block when nobody holds it any more (reported through *freed).
   KVINDEX_HOT uint32_t RemovePresence(uint32_t idx, uint16_t holder, uint16_t mask, bool* freed,
                                       uint8_t dropping = 0) {
+    BeforeWrite(idx);
     Block& b = block(idx);
     Presence* p = b.data();
     *freed = false;
@@ -421,19 +458,24 @@ struct PrefixIndex::Impl {
   }
   // `h` is EngineMix(key).
   void EngineSet(Instance& inst, uint64_t key, uint64_t h, uint32_t idx) {
+    BeforeEngineWrite(inst);
     const auto [pos, found] = inst.engine.FindOrSlot(h, EngineMatch(key));
     if (found) {
       uint32_t& target = inst.engine.at(pos).block;
       if (target == idx) return;
+      BeforeWrite(target);
       block(target).DropRef();
       target = idx;
     } else {
       inst.engine.InsertAt(pos,
                            {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), idx});
     }
+    BeforeWrite(idx);
     block(idx).AddRef();
   }
   void EngineEraseAt(Instance& inst, size_t pos) {
+    BeforeEngineWrite(inst);
+    BeforeWrite(inst.engine.at(pos).block);
     block(inst.engine.at(pos).block).DropRef();
     inst.engine.EraseAt(pos);
   }

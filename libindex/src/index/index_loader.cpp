@@ -21,9 +21,13 @@ struct IndexLoader::Impl {
   std::vector<uint32_t> scope_map;
   std::vector<uint32_t> tier_map;    // state tier bit -> index tier bit
   std::vector<uint32_t> positions;   // block position -> record
-  std::vector<std::pair<uint16_t, uint16_t>> run;  // the current run's (holder, tiers), mapped
+  std::vector<Presence> run;  // the current run's (holder, tiers), mapped
   bool in_blocks = false;
   uint64_t expected = 0;
+  // The eviction order given (AddEvictionOrder()): block positions, least recently touched first.
+  std::vector<uint32_t> order;
+  std::vector<bool> ordered;  // by position: named by the order
+  bool has_order = false;
 };
 
 namespace {
@@ -31,6 +35,11 @@ namespace {
 // Reservations from a declared count are capped: a damaged count must not allocate terabytes
 // (the tables grow as usual past the cap).
 constexpr uint64_t kMaxReserve = uint64_t{1} << 24;
+
+// The room a table sized once for `n` entries is given: a fifth more, so that it ends near the
+// load two-thirds (the middle of the 0.53-0.8 a growing table runs at) rather than at the 0.8
+// where it would grow, whose probe runs make the inserts of a load measurably slower.
+uint64_t Room(uint64_t n) { return std::min(n, kMaxReserve) + std::min(n, kMaxReserve) / 5; }
 
 Status Bad(const std::string& what) { return Status::Corrupt(what); }
 
@@ -117,7 +126,7 @@ Status IndexLoader::BeginBlocks(uint64_t count) {
   l.in_blocks = true;
   l.expected = count;
   l.im.WLock();
-  l.im.table.Reserve(std::min(count, kMaxReserve));
+  l.im.table.Reserve(Room(count));
   l.positions.reserve(std::min(count, kMaxReserve));
   return Status::Ok();
 }
@@ -141,8 +150,8 @@ Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
     if (p.holder >= l.holder_map.size()) return Bad("presence of unknown holder");
     if (p.tiers == 0) return Bad("presence without tier");
     const uint16_t h = l.holder_map[p.holder];
-    for (const auto& [other, unused] : l.run) {
-      if (other == h) return Bad("duplicate presence");
+    for (const Presence& other : l.run) {
+      if (other.holder == h) return Bad("duplicate presence");
     }
     for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
       if (static_cast<uint32_t>(std::countr_zero(m)) >= l.tier_map.size()) {
@@ -153,38 +162,71 @@ Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
     for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
       tiers |= static_cast<uint16_t>(1u << l.tier_map[static_cast<uint32_t>(std::countr_zero(m))]);
     }
-    l.run.emplace_back(h, tiers);
+    l.run.push_back({h, tiers});
   }
   const uint32_t scope = l.scope_map[state_scope];
-  Instance* engine_inst = engines.empty() ? nullptr : im.instances[im.holders[l.run[0].first].inst].get();
+  Instance* engine_inst =
+      engines.empty() ? nullptr : im.instances[im.holders[l.run[0].holder].inst].get();
+  // Every block of the run is fresh and gets the run's presences at once, in an array of the
+  // capacity AddPresence() would have grown it to; the holders' counts are credited per run.
+  const auto count = static_cast<uint16_t>(l.run.size());
+  uint8_t cap_log2 = 1;
+  while ((1u << cap_log2) < count) ++cap_log2;
+  uint32_t per_block = 0;
+  for (const Presence& p : l.run) per_block += static_cast<uint32_t>(std::popcount(p.tiers));
+  size_t done = 0;
+  auto credit = [&] {
+    for (const Presence& p : l.run) {
+      for (uint16_t m = p.tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+        im.holders[p.holder].tier_presences[std::countr_zero(m)] += done;
+      }
+    }
+    im.presences += uint64_t{per_block} * done;
+    if (cap_log2 > 1) im.overflow_bytes += done * (size_t{1} << cap_log2) * sizeof(Presence);
+  };
+  // Keys are hashed once, kAhead blocks ahead (for the table prefetch), and kept in a ring.
   constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < hashes.size(); ++i) {
+  uint64_t keys[kAhead];
+  for (size_t i = 0; i < kAhead && i < hashes.size(); ++i) {
+    keys[i] = KeyHash(hashes[i], scope, ns);
+    im.table.Prefetch(keys[i]);
+  }
+  for (size_t i = 0; i < hashes.size(); ++i, ++done) {
     if (im.table.NeedsGrow()) im.GrowOutside(im.table);
-    if (engine_inst != nullptr && engine_inst->engine.NeedsGrow()) im.GrowOutside(engine_inst->engine);
+    if (engine_inst != nullptr) im.GrowEngine(*engine_inst);
     im.WLock();
+    const uint64_t hash = hashes[i];
+    const uint64_t h = keys[i % kAhead];
     if (i + kAhead < hashes.size()) {
-      im.table.Prefetch(KeyHash(hashes[i + kAhead], scope, ns));
+      keys[i % kAhead] = KeyHash(hashes[i + kAhead], scope, ns);
+      im.table.Prefetch(keys[i % kAhead]);
       if (engine_inst != nullptr) engine_inst->engine.Prefetch(EngineMix(engines[i + kAhead]));
     }
-    const uint64_t hash = hashes[i];
-    const uint64_t h = KeyHash(hash, scope, ns);
     const uint32_t tag = static_cast<uint32_t>(h >> 32);
     const auto [pos, found] = im.table.FindOrSlot(h, [&](const BlockSlot& s) {
       if (s.tag != tag) return false;
       const Block& b = im.block(s.idx);
       return b.hash == hash && b.scope == scope && b.ns == ns;
     });
-    if (found) return Bad("duplicate block");
+    if (found) {
+      credit();
+      return Bad("duplicate block");
+    }
     const uint32_t idx = im.AllocBlock(hash, scope, ns, h, pos);
     l.positions.push_back(idx);
-    for (const auto& [holder, tiers] : l.run) {
-      for (uint16_t m = tiers; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-        im.AddPresence(idx, holder, static_cast<uint32_t>(std::countr_zero(m)));
-      }
+    Block& b = im.block(idx);
+    Presence* to = b.store.inl;
+    if (cap_log2 > 1) {
+      to = new Presence[size_t{1} << cap_log2];
+      b.store.heap = to;
+      b.cap_log2 = cap_log2;
     }
+    for (uint16_t k = 0; k < count; ++k) to[k] = l.run[k];  // no memmove call for a pair
+    b.count = count;
     if (engine_inst != nullptr) im.EngineSet(*engine_inst, engines[i], EngineMix(engines[i]), idx);
     im.Tick();
   }
+  credit();
   return Status::Ok();
 }
 
@@ -193,7 +235,8 @@ void IndexLoader::ReserveEngine(uint32_t instance, uint64_t count) {
   if (instance >= im.instances.size()) return;
   im.WLock();
   Instance& inst = *im.instances[instance];
-  inst.engine.Reserve(inst.engine.size() + std::min(count, kMaxReserve));
+  im.BeforeEngineWrite(inst);
+  inst.engine.Reserve(inst.engine.size() + Room(count));
 }
 
 Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) {
@@ -202,10 +245,27 @@ Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) 
   if (instance >= im.instances.size()) return Bad("engine entry of unknown instance");
   if (entry.block >= l.positions.size()) return Bad("engine entry of unknown block");
   Instance& inst = *im.instances[instance];
-  im.GrowOutside(inst.engine);
+  im.GrowEngine(inst);
   im.WLock();
   im.EngineSet(inst, entry.engine, EngineMix(entry.engine), l.positions[entry.block]);
   im.Tick();
+  return Status::Ok();
+}
+
+Status IndexLoader::AddEvictionOrder(std::span<const uint32_t> positions) {
+  Impl& l = *impl_;
+  if (!l.in_blocks) return Bad("eviction order before the blocks");
+  if (!l.has_order) {
+    l.has_order = true;
+    l.ordered.assign(l.positions.size(), false);
+    l.order.reserve(l.positions.size());
+  }
+  for (uint32_t pos : positions) {
+    if (pos >= l.ordered.size()) return Bad("eviction order names an unknown block");
+    if (l.ordered[pos]) return Bad("eviction order names a block twice");
+    l.ordered[pos] = true;
+    l.order.push_back(pos);
+  }
   return Status::Ok();
 }
 
@@ -246,7 +306,22 @@ Status IndexLoader::Finish(const StateCounters& counters) {
   Impl& l = *impl_;
   PrefixIndex::Impl& im = l.im;
   if (l.positions.size() != l.expected) return Bad("fewer blocks than declared");
+  if (l.has_order && l.order.size() != l.positions.size()) {
+    return Bad("the eviction order misses blocks");
+  }
   im.WLock();
+  if (l.has_order && im.evicting()) {
+    // The blocks' touch stamps follow the order, and the heap is rebuilt from them: ascending
+    // stamps are already a min-heap.
+    im.heap.clear();
+    im.heap.reserve(l.order.size());
+    for (uint32_t pos : l.order) {
+      const uint32_t idx = l.positions[pos];
+      const uint64_t stamp = im.clock.fetch_add(1, std::memory_order_relaxed);
+      im.touch(idx).store(stamp, std::memory_order_relaxed);
+      im.heap.push_back({stamp, idx, im.block(idx).gen});
+    }
+  }
   im.orphans = counters.orphans;
   im.tokenless = counters.tokenless;
   im.unmapped = counters.unmapped;

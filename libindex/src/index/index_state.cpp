@@ -1,47 +1,152 @@
-// PrefixIndex::CopyState() and IndexLoader (index_state.h): the index's state copied under the
-// shared lock, and rebuilt in bulk under the exclusive one.
+// PrefixIndex::BeginCopy(), StateCopy and IndexState (index_state.h): the index's state at one
+// point, copied in pieces while the writer goes on (the writer copies a piece itself before it
+// first changes it).
 #include "kvindex/index/index_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include "kvindex/core/clock.h"
 
 #include "index_impl.h"
 
 namespace kvindex {
 
-// The records and maps as copied. Chunk copies are allocated (and their pages touched) before the
-// lock is taken, so the lock covers memory copies only.
-struct IndexState::Copy {
-  std::vector<std::unique_ptr<Block[]>> chunks;
-  uint32_t allocated = 0;
-  // Presence arrays of records with more than two holders: (record, first presence) in record
-  // order, presences in `overflow`.
-  std::vector<std::pair<uint32_t, uint32_t>> heap_at;
-  std::vector<Presence> overflow;
-  std::vector<std::vector<EngineSlot>> engine;  // per instance
-  std::vector<uint32_t> position;               // record -> block position (kNone: free)
-  std::vector<uint32_t> record;                 // block position -> record
-  std::vector<uint32_t> holder_inst;            // holder -> its instance
-  std::vector<uint64_t> inline_engine;          // by position (has_inline)
-  std::vector<bool> has_inline;
+namespace {
 
-  const Block& block(uint32_t idx) const {
-    return chunks[idx >> kChunkBits][idx & (kChunkSize - 1)];
+constexpr uint32_t kSegmentBits = 11;
+static_assert((1u << kSegmentBits) == kCopySegment);
+static_assert(kSegmentBits <= kChunkBits, "a segment lies within one chunk");
+
+// A piece's mark: not yet copied, being copied (by the writer or the copying thread), copied.
+enum Mark : uint8_t { kPending = 0, kTaken = 1, kCopied = 2 };
+
+// Storage filled by memcpy (never value-initialised: the point must not write megabytes).
+struct FreeStorage {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], FreeStorage> RawArray(size_t n) {
+  return std::unique_ptr<T[], FreeStorage>(static_cast<T*>(std::malloc(std::max<size_t>(1, n) * sizeof(T))));
+}
+
+// A span of the wall clock and of the calling thread's CPU time (the CPU time leaves out the
+// time the thread was not running, which on a loaded machine dominates short wall spans).
+struct Span {
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  int64_t cpu = ReadClockNs(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t WallNs() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - wall)
+                                     .count());
   }
-  // The first presence of record `idx` (count > 0).
-  const Presence& first_presence(uint32_t idx) const {
-    const Block& b = block(idx);
-    if (b.inline_store()) return b.store.inl[0];
-    const auto it = std::lower_bound(heap_at.begin(), heap_at.end(),
-                                     std::make_pair(idx, uint32_t{0}));
-    return overflow[it->second];
+  uint64_t CpuNs() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, ReadClockNs(CLOCK_THREAD_CPUTIME_ID) - cpu));
   }
+};
+
+}  // namespace
+
+struct IndexState::Copy {
+  // --- fixed at the point ---
+  uint32_t allocated = 0;  // records at the point
+  std::vector<const Block*> chunks;
+  std::vector<const std::atomic<uint64_t>*> touch_chunks;  // with max_blocks only
+  uint32_t segments = 0;
+  std::unique_ptr<std::atomic<uint8_t>[]> seg_mark;
+  std::vector<const Instance*> instances;
+  std::unique_ptr<std::atomic<uint8_t>[]> inst_mark;
+  // --- the copy (each piece written once, by whoever took it) ---
+  std::unique_ptr<Block[], FreeStorage> records;  // [allocated]; heap presences point into `overflow`
+  std::vector<std::vector<Presence>> overflow;     // per segment
+  std::unique_ptr<uint64_t[], FreeStorage> touch;  // per record, with max_blocks only
+  std::vector<std::vector<EngineSlot>> engine;     // per instance
+  // The writer's own copies (written under the exclusive lock, read after the copy ended).
+  uint64_t writer_copies = 0;
+  uint64_t writer_max_ns = 0;
+  uint64_t writer_cpu_max_ns = 0;
+  uint64_t writer_ns = 0;
+  // --- derived by Finish() ---
+  std::vector<uint32_t> position;     // record -> block position (kNone: free)
+  std::vector<uint32_t> record;       // block position -> record
+  std::vector<uint32_t> holder_inst;  // holder -> its instance
+  std::vector<uint64_t> inline_engine;  // by position (has_inline)
+  std::vector<bool> has_inline;
+  std::vector<uint32_t> order;  // eviction order (positions)
+  std::vector<uint64_t> engine_all;  // per instance: its entries, those travelling inline included
+
+  const Block& block(uint32_t idx) const { return records[idx]; }
+
+  // Takes piece `mark` and runs copy(), or waits until whoever took it is done. True when this
+  // thread copied it.
+  template <typename F>
+  static bool Claim(std::atomic<uint8_t>& mark, F&& copy) {
+    uint8_t expect = kPending;
+    if (mark.compare_exchange_strong(expect, kTaken, std::memory_order_acquire)) {
+      copy();
+      mark.store(kCopied, std::memory_order_release);
+      return true;
+    }
+    for (uint32_t i = 1; mark.load(std::memory_order_acquire) != kCopied; ++i) {
+      index_internal::CpuRelax();
+      if ((i & 1023) == 0) std::this_thread::yield();  // the other side may be descheduled
+    }
+    return false;
+  }
+
+  // Copies records [s * kCopySegment, ...) with their heap presence arrays (and touch stamps).
+  void CopySegment(uint32_t s) {
+    const uint32_t begin = s << kSegmentBits;
+    const uint32_t end = std::min(begin + kCopySegment, allocated);
+    const Block* from = chunks[begin >> kChunkBits] + (begin & (kChunkSize - 1));
+    Block* to = records.get() + begin;
+    std::memcpy(static_cast<void*>(to), from, (end - begin) * sizeof(Block));
+    size_t heap = 0;
+    for (uint32_t i = 0; i < end - begin; ++i) {
+      if (to[i].count != 0 && !to[i].inline_store()) heap += to[i].count;
+    }
+    if (heap != 0) {
+      std::vector<Presence>& o = overflow[s];
+      o.resize(heap);
+      size_t at = 0;
+      for (uint32_t i = 0; i < end - begin; ++i) {
+        Block& b = to[i];
+        if (b.count == 0 || b.inline_store()) continue;
+        std::memcpy(o.data() + at, b.store.heap, b.count * sizeof(Presence));
+        b.store.heap = o.data() + at;
+        at += b.count;
+      }
+    }
+    if (touch) {
+      for (uint32_t idx = begin; idx < end; ++idx) {
+        touch[idx] =
+            touch_chunks[idx >> kChunkBits][idx & (kChunkSize - 1)].load(std::memory_order_relaxed);
+      }
+    }
+  }
+  void CopyEngine(uint32_t ii) {
+    const auto& slots = instances[ii]->engine.slots();
+    engine[ii].assign(slots.begin(), slots.end());
+  }
+  void NoteWriter(const Span& span) {
+    const uint64_t ns = span.WallNs();
+    ++writer_copies;
+    writer_ns += ns;
+    writer_max_ns = std::max(writer_max_ns, ns);
+    writer_cpu_max_ns = std::max(writer_cpu_max_ns, span.CpuNs());
+  }
+  // Record indices become block positions, engine entries of freed records go, and entries and
+  // object blocks are put in position order.
+  void Derive(IndexState& state);
 };
 
 IndexState::IndexState() : copy_(std::make_unique<Copy>()) {}
@@ -51,19 +156,14 @@ IndexState& IndexState::operator=(IndexState&&) noexcept = default;
 
 void IndexState::ForEachBlock(const std::function<void(const StateBlock&)>& f) const {
   const Copy& c = *copy_;
-  size_t heap_next = 0;
   std::vector<StatePresence> held;
+  StateBlock sb;
   for (uint32_t idx = 0; idx < c.allocated; ++idx) {
     const Block& b = c.block(idx);
     if (b.count == 0) continue;
-    const Presence* p = b.store.inl;
-    if (!b.inline_store()) {
-      while (c.heap_at[heap_next].first != idx) ++heap_next;
-      p = c.overflow.data() + c.heap_at[heap_next].second;
-    }
+    const Presence* p = b.data();
     held.resize(b.count);
     for (uint16_t i = 0; i < b.count; ++i) held[i] = {p[i].holder, p[i].tiers};
-    StateBlock sb;
     sb.hash = b.hash;
     sb.scope = b.scope;
     sb.ns = b.ns;
@@ -89,51 +189,78 @@ void IndexState::ForEachEngine(uint32_t ii,
   for (const EngineSlot& s : copy_->engine[ii]) f({s.key(), s.block});
 }
 
-IndexState PrefixIndex::CopyState() const {
-  const Impl& im = *impl_;
+std::span<const uint32_t> IndexState::EvictionOrder() const { return copy_->order; }
+
+uint64_t IndexState::EngineEntries(uint32_t ii) const {
+  return ii < copy_->engine_all.size() ? copy_->engine_all[ii] : 0;
+}
+
+// ---------------------------------------------------------------- the writer's side
+
+void PrefixIndex::Impl::CopyBeforeWrite(uint32_t idx) {
+  IndexState::Copy& c = *cow;
+  if (idx >= c.allocated) return;  // a record new since the point
+  std::atomic<uint8_t>& mark = c.seg_mark[idx >> kSegmentBits];
+  if (mark.load(std::memory_order_acquire) == kCopied) return;
+  const Span span;
+  IndexState::Copy::Claim(mark, [&] { c.CopySegment(idx >> kSegmentBits); });
+  c.NoteWriter(span);
+}
+
+void PrefixIndex::Impl::CopyEngineBeforeWrite(uint32_t ii) {
+  IndexState::Copy& c = *cow;
+  if (ii >= c.instances.size()) return;  // an instance new since the point
+  std::atomic<uint8_t>& mark = c.inst_mark[ii];
+  if (mark.load(std::memory_order_acquire) == kCopied) return;
+  const Span span;
+  IndexState::Copy::Claim(mark, [&] { c.CopyEngine(ii); });
+  c.NoteWriter(span);
+}
+
+// ---------------------------------------------------------------- the point
+
+StateCopy::StateCopy(const PrefixIndex& index, IndexState state)
+    : index_(&index), state_(std::move(state)) {}
+StateCopy::StateCopy(StateCopy&& other) noexcept
+    : index_(std::exchange(other.index_, nullptr)), state_(std::move(other.state_)) {}
+StateCopy::~StateCopy() {
+  if (index_ == nullptr) return;
+  // Abandoned: every piece is marked done (waiting for one being copied), then the copy ends.
+  IndexState::Copy& c = *state_.copy_;
+  for (uint32_t s = 0; s < c.segments; ++s) IndexState::Copy::Claim(c.seg_mark[s], [] {});
+  for (uint32_t ii = 0; ii < c.instances.size(); ++ii) {
+    IndexState::Copy::Claim(c.inst_mark[ii], [] {});
+  }
+  End();
+}
+
+StateCopy PrefixIndex::BeginCopy() const {
+  Impl& im = *impl_;
+  {
+    std::unique_lock<std::mutex> busy(im.copy_mu);
+    im.copy_cv.wait(busy, [&] { return !im.copy_busy; });
+    im.copy_busy = true;
+  }
   IndexState state;
   IndexState::Copy& c = *state.copy_;
-  // Chunks mapped before the lock; one spare for the writer's growth meanwhile.
-  size_t want = 0;
   {
     std::shared_lock<RwLock> guard(im.lock);
-    want = im.chunks.size() + 1;
-    c.engine.resize(im.instances.size());
-    for (size_t ii = 0; ii < im.instances.size(); ++ii) {
-      c.engine[ii].resize(im.instances[ii]->engine.slots().size());  // faulted in now
-    }
-  }
-  auto fresh_chunk = [] { return std::unique_ptr<Block[]>(new Block[kChunkSize]); };
-  while (c.chunks.size() < want) c.chunks.push_back(fresh_chunk());
-  const auto started = std::chrono::steady_clock::now();
-  {
-    std::shared_lock<RwLock> guard(im.lock);
-    while (c.chunks.size() < im.chunks.size()) c.chunks.push_back(fresh_chunk());
-    c.chunks.resize(im.chunks.size());
+    const Span span;  // the lock held: what a writer waiting for it waits
     c.allocated = im.allocated;
-    // Chunk by chunk, so that the heap presence arrays are found in the copy while it is cached.
-    for (size_t i = 0; i < im.chunks.size(); ++i) {
-      const size_t used = std::min<size_t>(kChunkSize, im.allocated - i * size_t{kChunkSize});
-      const Block* copy = c.chunks[i].get();
-      std::memcpy(static_cast<void*>(c.chunks[i].get()), im.chunks[i].get(),
-                  used * sizeof(Block));
-      for (size_t j = 0; j < used; ++j) {
-        const Block& b = copy[j];
-        if (b.count == 0 || b.inline_store()) continue;
-        c.heap_at.emplace_back(static_cast<uint32_t>(i * kChunkSize + j),
-                               static_cast<uint32_t>(c.overflow.size()));
-        c.overflow.insert(c.overflow.end(), b.store.heap, b.store.heap + b.count);
-      }
+    for (const auto& chunk : im.chunks) c.chunks.push_back(chunk.get());
+    c.segments = (c.allocated + kCopySegment - 1) >> kSegmentBits;
+    c.seg_mark = std::make_unique<std::atomic<uint8_t>[]>(c.segments);
+    c.records = RawArray<Block>(c.allocated);
+    c.overflow.resize(c.segments);
+    if (im.evicting()) {
+      for (const auto& chunk : im.touch_chunks) c.touch_chunks.push_back(chunk.get());
+      c.touch = RawArray<uint64_t>(c.allocated);
     }
+    c.inst_mark = std::make_unique<std::atomic<uint8_t>[]>(im.instances.size());
     c.engine.resize(im.instances.size());
-    for (size_t ii = 0; ii < im.instances.size(); ++ii) {
-      const Instance& inst = *im.instances[ii];
-      const auto& slots = inst.engine.slots();
-      c.engine[ii].resize(slots.size());
-      if (!slots.empty()) {
-        std::memcpy(static_cast<void*>(c.engine[ii].data()), slots.data(),
-                    slots.size() * sizeof(EngineSlot));
-      }
+    for (const auto& inst_ptr : im.instances) {
+      const Instance& inst = *inst_ptr;
+      c.instances.push_back(&inst);
       StateInstance si;
       si.name = inst.name;
       si.listed = inst.listed;
@@ -152,7 +279,7 @@ IndexState PrefixIndex::CopyState() const {
         so.key = key;
         for (const BlockRef& r : refs) {
           const Block& b = im.block(r.idx);
-          if (b.gen == r.gen && b.count != 0) so.blocks.push_back(r.idx);  // mapped below
+          if (b.gen == r.gen && b.count != 0) so.blocks.push_back(r.idx);  // mapped in Derive()
         }
         si.objects.push_back(std::move(so));
       }
@@ -169,31 +296,69 @@ IndexState PrefixIndex::CopyState() const {
     state.counters = {im.orphans, im.tokenless, im.unmapped, im.evictions};
     state.blocks = im.live_blocks;
     state.presences = im.presences;
+    im.cow = &c;  // from here the writer copies a piece before changing it
+    state.pause_ns = span.WallNs();
+    state.pause_cpu_ns = span.CpuNs();
   }
-  state.pause_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                             std::chrono::steady_clock::now() - started)
-                                             .count());
-  // Outside the lock: record indices become block positions, engine entries of freed records
-  // go, and entries and object blocks are put in position order.
-  c.position.assign(c.allocated, kNone);
+  return StateCopy(*this, std::move(state));
+}
+
+void StateCopy::End() {
+  PrefixIndex::Impl& im = *index_->impl_;
+  IndexState::Copy& c = *state_.copy_;
+  {
+    std::shared_lock<RwLock> guard(im.lock);  // no writer copy is running meanwhile
+    im.cow = nullptr;
+    state_.writer_copies = c.writer_copies;
+    state_.writer_max_ns = c.writer_max_ns;
+    state_.writer_cpu_max_ns = c.writer_cpu_max_ns;
+    state_.writer_ns = c.writer_ns;
+  }
+  {
+    std::lock_guard<std::mutex> busy(im.copy_mu);
+    im.copy_busy = false;
+  }
+  im.copy_cv.notify_all();
+  index_ = nullptr;
+}
+
+IndexState StateCopy::Finish() {
+  IndexState::Copy& c = *state_.copy_;
+  for (uint32_t s = 0; s < c.segments; ++s) {
+    IndexState::Copy::Claim(c.seg_mark[s], [&] { c.CopySegment(s); });
+  }
+  for (uint32_t ii = 0; ii < c.instances.size(); ++ii) {
+    IndexState::Copy::Claim(c.inst_mark[ii], [&] { c.CopyEngine(ii); });
+  }
+  End();
+  c.Derive(state_);
+  return std::move(state_);
+}
+
+IndexState PrefixIndex::CopyState() const { return BeginCopy().Finish(); }
+
+void IndexState::Copy::Derive(IndexState& state) {
+  position.assign(allocated, kNone);
   uint32_t next = 0;
-  for (uint32_t idx = 0; idx < c.allocated; ++idx) {
-    if (c.block(idx).count == 0) continue;
-    c.position[idx] = next++;
-    c.record.push_back(idx);
+  for (uint32_t idx = 0; idx < allocated; ++idx) {
+    if (block(idx).count == 0) continue;
+    position[idx] = next++;
+    record.push_back(idx);
   }
-  c.inline_engine.assign(next, 0);
-  c.has_inline.assign(next, false);
-  for (uint32_t ii = 0; ii < c.engine.size(); ++ii) {
-    auto& slots = c.engine[ii];
+  inline_engine.assign(next, 0);
+  has_inline.assign(next, false);
+  engine_all.assign(engine.size(), 0);
+  for (uint32_t ii = 0; ii < engine.size(); ++ii) {
+    auto& slots = engine[ii];
     size_t kept = 0;
     for (const EngineSlot& s : slots) {
       if (s.block == kNone) continue;  // an empty slot
-      const uint32_t pos = s.block < c.allocated ? c.position[s.block] : kNone;
+      const uint32_t pos = s.block < allocated ? position[s.block] : kNone;
       if (pos != kNone) slots[kept++] = {s.lo, s.hi, pos};
     }
     slots.resize(kept);
     state.engine_entries += kept;
+    engine_all[ii] = kept;
     std::sort(slots.begin(), slots.end(), [](const EngineSlot& a, const EngineSlot& b) {
       return a.block != b.block ? a.block < b.block : a.key() < b.key();
     });
@@ -203,10 +368,10 @@ IndexState PrefixIndex::CopyState() const {
       const uint32_t pos = slots[i].block;
       const bool alone = (i == 0 || slots[i - 1].block != pos) &&
                          (i + 1 == slots.size() || slots[i + 1].block != pos);
-      const Block& b = c.block(c.record[pos]);
-      if (alone && b.count == 1 && c.holder_inst[c.first_presence(c.record[pos]).holder] == ii) {
-        c.inline_engine[pos] = slots[i].key();
-        c.has_inline[pos] = true;
+      const Block& b = block(record[pos]);
+      if (alone && b.count == 1 && holder_inst[b.data()[0].holder] == ii) {
+        inline_engine[pos] = slots[i].key();
+        has_inline[pos] = true;
       } else {
         slots[kept++] = slots[i];
       }
@@ -215,14 +380,21 @@ IndexState PrefixIndex::CopyState() const {
   }
   for (StateInstance& si : state.instances) {
     for (StateObject& so : si.objects) {
-      for (uint32_t& b : so.blocks) b = c.position[b];
+      for (uint32_t& b : so.blocks) b = position[b];
     }
     std::sort(si.objects.begin(), si.objects.end(),
               [](const StateObject& a, const StateObject& b) { return a.key < b.key; });
     std::sort(si.partials.begin(), si.partials.end(),
               [](const StatePartial& a, const StatePartial& b) { return a.key < b.key; });
   }
-  return state;
+  if (touch) {
+    std::vector<std::pair<uint64_t, uint32_t>> by_touch;
+    by_touch.reserve(next);
+    for (uint32_t pos = 0; pos < next; ++pos) by_touch.emplace_back(touch[record[pos]], pos);
+    std::sort(by_touch.begin(), by_touch.end());
+    order.reserve(next);
+    for (const auto& [stamp, pos] : by_touch) order.push_back(pos);
+  }
 }
 
 }  // namespace kvindex

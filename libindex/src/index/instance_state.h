@@ -38,6 +38,7 @@ struct Partial {
 // engine-hash map, unfinished pages and store object keys. Heap-allocated, so its address is
 // stable while instances are added.
 struct Instance {
+  uint32_t index = 0;  // its position in Impl::instances
   std::string name;
   bool listed = true;
   uint32_t block_size = 0;  // configured, else the first block size seen

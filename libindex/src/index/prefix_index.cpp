@@ -46,6 +46,7 @@ Result<SourceId> PrefixIndex::AddSource(const SourceConfig& config) {
   if (it == im.instance_by_name.end()) {
     ii = static_cast<uint32_t>(im.instances.size());
     auto inst = std::make_unique<Instance>();
+    inst->index = ii;
     inst->name = config.name;
     im.instances.push_back(std::move(inst));
     im.instance_by_name.emplace(config.name, ii);

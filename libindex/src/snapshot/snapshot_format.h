@@ -31,6 +31,7 @@ enum class Kind : uint8_t {
   kTiers = 'T',
   kBlocks = 'B',
   kEngine = 'E',
+  kOrder = 'L',
   kInstance = 'I',
   kEnd = 'Z',
 };
@@ -43,8 +44,9 @@ inline int KindOrder(uint8_t k) {
     case Kind::kTiers: return 4;
     case Kind::kBlocks: return 5;
     case Kind::kEngine: return 6;
-    case Kind::kInstance: return 7;
-    case Kind::kEnd: return 8;
+    case Kind::kOrder: return 7;
+    case Kind::kInstance: return 8;
+    case Kind::kEnd: return 9;
   }
   return -1;
 }

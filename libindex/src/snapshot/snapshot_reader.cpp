@@ -45,6 +45,8 @@ struct SnapshotReader::Impl {
   std::vector<uint64_t> hashes;
   std::vector<uint64_t> engines;
   std::vector<bool> engine_reserved;
+  std::vector<uint64_t> engine_hint;  // per instance, from the meta frame (version 2)
+  std::vector<uint32_t> evict_order;
 
   // What a damaged file names (a tier, a source) is quoted with its bytes outside printable
   // ASCII as '?', so the message stays one line.
@@ -60,6 +62,8 @@ struct SnapshotReader::Impl {
   Status SourceFrame(Cursor& c);
   Status BlocksFrame(Cursor& c);
   Status EngineFrame(Cursor& c);
+  Status OrderFrame(Cursor& c);
+  Status BeginBlocks();
   Status InstanceFrame(Cursor& c);
   Status End(Cursor& c);
 };
@@ -96,8 +100,47 @@ Status SnapshotReader::Impl::Meta(Cursor& c) {
   n_blocks = c.Varint();
   n_presences = c.Varint();
   n_engine = c.Varint();
+  if (info.version >= 2) {
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n_instances && !c.bad() && !c.done(); ++i) {
+      engine_hint.push_back(c.Varint());
+      sum += engine_hint.back();
+    }
+    KVINDEX_SNAP_CHECK(!c.bad() && engine_hint.size() == n_instances && sum == n_engine,
+                       "malformed meta frame (engine entry counts)");
+  }
   KVINDEX_SNAP_CHECK(!c.bad() && c.done(), "malformed meta frame");
   return Status::Ok();
+}
+
+// The blocks begin: the table is sized, and with version 2 every engine map too (the meta frame
+// gave their sizes; the reservations together stay within the declared total).
+Status SnapshotReader::Impl::BeginBlocks() {
+  blocks_begun = true;
+  if (Status st = loader->BeginBlocks(n_blocks); !st.ok()) return st;
+  if (engine_hint.empty()) return Status::Ok();
+  engine_reserved.assign(loader->instance_count(), false);
+  uint64_t budget = std::min<uint64_t>(n_engine, uint64_t{1} << 24);
+  for (uint32_t ii = 0; ii < engine_hint.size() && ii < loader->instance_count(); ++ii) {
+    const uint64_t n = std::min(engine_hint[ii], budget);
+    budget -= n;
+    loader->ReserveEngine(ii, n);
+    engine_reserved[ii] = true;
+  }
+  return Status::Ok();
+}
+
+Status SnapshotReader::Impl::OrderFrame(Cursor& c) {
+  evict_order.clear();
+  int64_t prev = 0;
+  while (!c.done()) {
+    const int64_t at = prev + UnZigZag(c.Varint());
+    KVINDEX_SNAP_CHECK(!c.bad() && at >= 0 && at < int64_t{UINT32_MAX},
+                       "eviction order out of range");
+    evict_order.push_back(static_cast<uint32_t>(at));
+    prev = at;
+  }
+  return loader->AddEvictionOrder(evict_order);
 }
 
 Status SnapshotReader::Impl::SourceFrame(Cursor& c) {
@@ -284,7 +327,7 @@ Status SnapshotReader::Impl::End(Cursor& c) {
     KVINDEX_SNAP_CHECK(i < inst_seen.size() && inst_seen[i], "an instance frame is missing");
   }
   if (!blocks_begun) {
-    if (Status st = loader->BeginBlocks(0); !st.ok()) return st;
+    if (Status st = BeginBlocks(); !st.ok()) return st;
   }
   return loader->Finish(counters);
 }
@@ -301,8 +344,10 @@ Status SnapshotReader::Impl::Frame(uint8_t kind, std::string_view payload, uint6
   }
   order = o;
   if (o >= KindOrder(static_cast<uint8_t>(Kind::kEngine)) && !blocks_begun) {
-    blocks_begun = true;
-    if (Status st = loader->BeginBlocks(n_blocks); !st.ok()) return Fail(at, st.message());
+    if (Status st = BeginBlocks(); !st.ok()) return Fail(at, st.message());
+  }
+  if (kind == static_cast<uint8_t>(Kind::kOrder) && info.version < 2) {
+    return Fail(at, "an eviction order in a version 1 snapshot");
   }
   Cursor c(payload);
   Status st;
@@ -356,14 +401,14 @@ Status SnapshotReader::Impl::Frame(uint8_t kind, std::string_view payload, uint6
       }
       break;
     case Kind::kBlocks:
-      if (!blocks_begun) {
-        blocks_begun = true;
-        st = loader->BeginBlocks(n_blocks);
-      }
+      if (!blocks_begun) st = BeginBlocks();
       if (st.ok()) st = BlocksFrame(c);
       break;
     case Kind::kEngine:
       st = EngineFrame(c);
+      break;
+    case Kind::kOrder:
+      st = OrderFrame(c);
       break;
     case Kind::kInstance:
       st = InstanceFrame(c);
@@ -395,9 +440,10 @@ Status SnapshotReader::Feed(std::string_view bytes) {
       const uint64_t word = LoadU64(p + 8);
       if ((word >> 32) != 0) return r.Fail(12, "reserved header bytes are not zero");
       const uint32_t version = static_cast<uint32_t>(word & 0xFFFFFFFFu);
-      if (version != kSnapshotVersion) {
+      if (version < kSnapshotOldestVersion || version > kSnapshotVersion) {
         r.failed = Status::Unsupported(r.name + ": byte 8: snapshot version " +
                                        std::to_string(version) + " (this build reads " +
+                                       std::to_string(kSnapshotOldestVersion) + " to " +
                                        std::to_string(kSnapshotVersion) + ")");
         return r.failed;
       }

@@ -214,6 +214,7 @@ Result<uint64_t> WriteSnapshot(const IndexState& state, std::span<const SourceSe
                      engine_entries}) {
     PutVarint(m, n);
   }
+  for (uint32_t ii = 0; ii < state.instances.size(); ++ii) PutVarint(m, state.EngineEntries(ii));
   w.Close();
   for (size_t i = 0; i < state.sources.size(); ++i) {
     std::string& s = w.Open(Kind::kSource);
@@ -258,6 +259,17 @@ Result<uint64_t> WriteSnapshot(const IndexState& state, std::span<const SourceSe
     });
     w.Close();
   }
+  // The eviction order (with max_blocks): positions, each as a zigzag delta from the previous of
+  // its frame (the first from 0).
+  uint32_t prev = 0;
+  for (uint32_t pos : state.EvictionOrder()) {
+    std::string& p = w.Open(Kind::kOrder);
+    if (p.empty()) prev = 0;
+    PutVarint(p, ZigZag(static_cast<int64_t>(pos) - static_cast<int64_t>(prev)));
+    prev = pos;
+    w.MaybeClose();
+  }
+  w.Close();
   WriteInstances(state, w);
   std::string& z = w.Open(Kind::kEnd);
   PutVarint(z, state.blocks);

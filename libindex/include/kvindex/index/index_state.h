@@ -2,11 +2,17 @@
 // IndexLoader: the bulk path that rebuilds an index from such a state (the snapshot files of
 // docs/snapshot-format.md are written from the first and read into the second).
 //
-// Thread safety: PrefixIndex::CopyState() may run on any thread, concurrently with queries and
-// with the writer: it holds the shared side of the index's lock while it copies the block records
-// and maps (a memory copy; the writer waits that long, queries never), and the IndexState it
-// returns is then read without any lock. An IndexLoader is the index's writer while it exists:
-// nothing else may write the index meanwhile; queries may run (they see the index fill up).
+// Thread safety: PrefixIndex::BeginCopy() and CopyState() may run on any thread, concurrently
+// with queries and with the writer. BeginCopy() fixes the point the copy is of (under the shared
+// side of the index's lock, for as long as it takes to note the records' and maps' sizes and copy
+// the small per-source and per-instance state), and StateCopy::Finish(), on any thread and
+// without the lock, copies the block records and engine maps in pieces while the writer goes on:
+// before the writer first changes a piece the copy has not taken yet (a segment of
+// kCopySegment records, or one instance's engine map), it copies that piece itself. Queries are
+// never held up by a copy; the writer pauses for the point and for each piece it copies. One copy
+// runs at a time (a second BeginCopy() waits for the first Finish()). The IndexState is then read
+// without any lock. An IndexLoader is the index's writer while it exists: nothing else may write
+// the index meanwhile; queries may run (they see the index fill up).
 #ifndef KVINDEX_INDEX_INDEX_STATE_H_
 #define KVINDEX_INDEX_INDEX_STATE_H_
 
@@ -103,25 +109,64 @@ class IndexState {
   StateCounters counters;
   uint64_t blocks = 0;     // resident blocks
   uint64_t presences = 0;  // resident (block, holder, tier) presences
-  // How long the copy held the index's shared lock (the writer's pause), in nanoseconds.
+  // How long BeginCopy() held the shared lock (the writer's pause when it takes the point itself,
+  // as the subscriber's I/O thread does, or waits for it), in nanoseconds of wall clock and of
+  // that thread's CPU time.
   uint64_t pause_ns = 0;
+  uint64_t pause_cpu_ns = 0;
+  // The pieces the writer copied itself before changing them while the copy was finished, the
+  // longest such pause (a copy, or a wait for the copying thread to finish that piece; wall clock
+  // and the writer thread's CPU time) and their sum (wall clock), in nanoseconds.
+  uint64_t writer_copies = 0;
+  uint64_t writer_max_ns = 0;
+  uint64_t writer_cpu_max_ns = 0;
+  uint64_t writer_ns = 0;
 
   // Calls f(block) for every resident block, in visit order (positions 0, 1, ...).
   void ForEachBlock(const std::function<void(const StateBlock&)>& f) const;
   // Engine-map entries of instance `ii` whose block is resident, by ascending block position
   // (those given with their block, StateBlock::engine, excepted).
   uint64_t EngineCount(uint32_t ii) const;
-  // Every resident engine-map entry, those given with their blocks included.
+  // Every resident engine-map entry, those given with their blocks included, in all and of
+  // instance `ii`.
   uint64_t engine_entries = 0;
+  uint64_t EngineEntries(uint32_t ii) const;
   // The key of the block at visit position `pos` (< blocks).
   uint64_t BlockHashAt(uint32_t pos) const;
   void ForEachEngine(uint32_t ii, const std::function<void(const StateEngineEntry&)>& f) const;
+  // With IndexOptions::max_blocks: every block position, least recently touched first (the order
+  // the index would evict them in). Empty when the index does not evict.
+  std::span<const uint32_t> EvictionOrder() const;
 
   struct Copy;  // the records and maps as copied (index_state.cpp)
 
  private:
   friend class PrefixIndex;
+  friend class StateCopy;
   std::unique_ptr<Copy> copy_;
+};
+
+// Records are copied in segments of this many (64 KiB): the most a writer's change waits for.
+inline constexpr uint32_t kCopySegment = 2048;
+
+// A copy begun by PrefixIndex::BeginCopy(): the index's state at that point, once Finish() has
+// copied what the writer has not. Destroying it unfinished abandons the copy.
+class StateCopy {
+ public:
+  StateCopy(StateCopy&& other) noexcept;
+  StateCopy& operator=(StateCopy&&) = delete;
+  StateCopy(const StateCopy&) = delete;
+  ~StateCopy();
+
+  // Copies the rest (without the index's lock) and ends the copy. Once only.
+  IndexState Finish();
+
+ private:
+  friend class PrefixIndex;
+  StateCopy(const PrefixIndex& index, IndexState state);
+  void End();
+  const PrefixIndex* index_ = nullptr;  // null once finished
+  IndexState state_;
 };
 
 // Rebuilds a fresh (empty) index in bulk, in this order: every source, holder, scope and tier,
@@ -150,6 +195,11 @@ class IndexLoader {
   // `count`: the entries of `instance` that follow (its map is sized once; a hint).
   void ReserveEngine(uint32_t instance, uint64_t count);
   Status AddEngine(uint32_t instance, const StateEngineEntry& entry);
+  // Block positions in eviction order (least recently touched first), in pieces, after the
+  // blocks: every block once (checked by Finish()). With IndexOptions::max_blocks the loaded
+  // index then evicts in that order; without it, it is checked and ignored. When none is given,
+  // blocks are touched in load order.
+  Status AddEvictionOrder(std::span<const uint32_t> positions);
   // The details of instance `ii` (its name must be the one AddSource() made it).
   Status SetInstance(uint32_t ii, const StateInstance& instance);
   Status Finish(const StateCounters& counters);

@@ -37,6 +37,7 @@ namespace kvindex {
 
 class IndexState;
 class IndexLoader;
+class StateCopy;
 
 struct IndexOptions {
   // `--max-blocks N`: at most N resident blocks; the least recently touched (stored or matched)
@@ -150,13 +151,16 @@ class PrefixIndex {
   // `--explain` tries the salts and LoRAs events carried (match_explain.h). Any thread.
   std::vector<Scope> scopes() const;
 
-  // A consistent copy of the whole state (index_state.h), for snapshots. Any thread: the writer
-  // waits while the records are copied, queries do not.
+  // A consistent copy of the whole state (index_state.h), for snapshots: BeginCopy() fixes the
+  // point (the writer may go on at once), StateCopy::Finish() copies the rest; CopyState() is
+  // both at once. Any thread; queries never wait for a copy.
+  StateCopy BeginCopy() const;
   IndexState CopyState() const;
 
  private:
   friend class IndexState;
   friend class IndexLoader;
+  friend class StateCopy;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

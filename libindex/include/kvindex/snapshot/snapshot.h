@@ -25,7 +25,10 @@
 
 namespace kvindex {
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+// The version written; a reader also reads version 1 (no per-instance engine counts in the meta
+// frame, no eviction order).
+inline constexpr uint32_t kSnapshotVersion = 2;
+inline constexpr uint32_t kSnapshotOldestVersion = 1;
 
 // A snapshot's summary (its meta frame and what was read).
 struct SnapshotInfo {
