@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <utility>
 
@@ -25,8 +26,7 @@ static_assert(kJsonPadding == simdjson::SIMDJSON_PADDING);
 
 namespace {
 
-// Parser buffers above this are released after the document, so one huge body does not keep
-// its buffers for the life of the thread.
+// Parser buffers above this are released after the document (a huge body does not keep them).
 constexpr size_t kKeptCapacity = size_t{1} << 20;
 
 std::string_view WhatOf(error_code e) {
@@ -65,6 +65,7 @@ struct JsonReader::Impl {
   od::document* doc = nullptr;
   JsonError error;
   bool consumed = false;  // whether the current field's value was read
+  bool literal_root = false;  // a literal root, checked to its end by RootLiteral()
   // The hinted array cut out of `copy` (JsonArrayHint): its '[' stays at `at`, the `removed`
   // bytes after it are gone up to its ']'; `ids` are its elements, read from the text.
   struct Cut {
@@ -106,6 +107,7 @@ struct JsonReader::Impl {
   bool UnsignedArray(od::value& v, const JsonUintArrayRules& rules, std::vector<T>* out,
                      JsonUintArrayScan* scan);
   bool ValidateRoot();
+  bool RootLiteral(std::initializer_list<std::string_view> literals);
   bool CutArray(std::string_view text, const JsonArrayHint& hint);
   void Read(JsonReader* reader, simdjson::padded_string_view view, JsonFieldVisitor& visitor);
   void Release(size_t text_size);
@@ -305,6 +307,22 @@ bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rul
   return true;
 }
 
+// A root literal is judged from the text (simdjson takes "false4", refuses "false  ").
+bool JsonReader::Impl::RootLiteral(std::initializer_list<std::string_view> literals) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const std::string_view text(base, size);
+  const size_t i = text.find_first_not_of(kSpace);
+  for (const std::string_view literal : literals) {
+    if (i == std::string_view::npos || text.substr(i, literal.size()) != literal) continue;
+    literal_root = true;
+    const size_t after = text.find_first_not_of(kSpace, i + literal.size());
+    if (after == std::string_view::npos) return true;
+    error = JsonError{JsonError::Kind::kTrailing, OffsetOf(base + after), "text after the value"};
+    return false;
+  }
+  return Fail("bad literal");
+}
+
 // A document whose top value is not an object: checked completely, so that bad JSON is told
 // from a valid value of the wrong kind.
 bool JsonReader::Impl::ValidateRoot() {
@@ -334,17 +352,10 @@ bool JsonReader::Impl::ValidateRoot() {
       e = doc->get_double().get(d);
       break;
     }
-    case od::json_type::boolean: {
-      bool b = false;
-      e = doc->get_bool().get(b);
-      break;
-    }
-    case od::json_type::null: {
-      bool null = false;
-      e = doc->is_null().get(null);
-      if (e == simdjson::SUCCESS && !null) return Fail("bad literal");
-      break;
-    }
+    case od::json_type::boolean:
+      return RootLiteral({"true", "false"});
+    case od::json_type::null:
+      return RootLiteral({"null"});
     default:
       return Fail("bad value");
   }
@@ -359,6 +370,7 @@ void JsonReader::Impl::Read(JsonReader* reader, simdjson::padded_string_view vie
                             JsonFieldVisitor& visitor) {
   Impl& impl = *this;
   impl.error = JsonError{};
+  impl.literal_root = false;
   impl.base = view.data();
   impl.size = view.size();
   {
@@ -409,8 +421,8 @@ void JsonReader::Impl::Read(JsonReader* reader, simdjson::padded_string_view vie
         }
       }
       // Text after the top value makes the document bad JSON, whatever that value is.
-      if (impl.error.kind == JsonError::Kind::kNone ||
-          impl.error.kind == JsonError::Kind::kNotObject) {
+      if (!impl.literal_root && (impl.error.kind == JsonError::Kind::kNone ||
+                                 impl.error.kind == JsonError::Kind::kNotObject)) {
         const char* at = nullptr;
         if (document.current_location().get(at) == simdjson::SUCCESS) {
           impl.error.kind = JsonError::Kind::kTrailing;
