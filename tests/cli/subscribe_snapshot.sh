@@ -3,8 +3,8 @@
 # the independent Python publisher. Expected answers by hand: batch s holds one block of tokens
 # 4s..4s+3 chained on batch s-1, so a prompt of tokens 0..4n-1 matches 4n tokens once batches
 # 0..n-1 are indexed. The first subscriber gets batches 0..19 and is killed (-9) after a periodic
-# snapshot holds them; batches 20..39 are then "published" while nobody listens (ring only) and
-# 40..44 live once the restarted subscriber has subscribed: it continues from the snapshot's
+# snapshot holds them; batches 20..43 are then "published" while nobody listens (ring only) and
+# 44 live once the restarted subscriber has subscribed: it continues from the snapshot's
 # watermark 19, the replay fills 20..44, and all 45 blocks are exact. A third subscriber warmed
 # from the second's GET /snapshot answers the same.
 . "$(dirname "$0")/lib.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `subscribe --snapshot-dir` with a publisher ring too small for the downtime (py_publisher
-# --ring 5): the restarted subscriber continues from the snapshot's watermark 19, the replay
-# holds only batches 40..44, so 20..39 are counted lost (20), the source is no longer exact, and
+# --ring 5): the restarted subscriber continues from the snapshot's watermark 19, the live batch
+# 44 reveals the gap, the ring holds only batches 40..44, so 20..39 are counted lost (20), the source is no longer exact, and
 # the index holds the 20 blocks of the snapshot (a prompt of tokens 0..79 matches 80; the blocks
 # after the loss are orphans). The plan is tests/cli/live_lib.bash snapshot_plan.
 . "$(dirname "$0")/lib.sh"
