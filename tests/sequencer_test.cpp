@@ -274,6 +274,50 @@ TEST_CASE("A replay that ends before a later hole asks again instead of losing i
   CHECK(log.Take() == "r8 l8+1 a9");
 }
 
+TEST_CASE("A hole revealed only after the request was sent is asked for again, once") {
+  // Backfill raced the first live batches: the ring was read when it held batch 0 alone, and live
+  // 1..7, 9..11 arrived before its end marker. 8 may be in the ring by now: asked for, not lost.
+  Seq s;
+  Log log;
+  s.StartBackfill(log);
+  for (uint64_t i = 0; i <= 11; ++i) {
+    if (i != 8) s.OnLive(i, Good(i), log);
+  }
+  s.OnReplayed(0, Good(0), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 a0 a1 a2 a3 a4 a5 a6 a7 r8");
+  CHECK(s.counters().lost == 0);
+  s.OnReplayed(8, Good(8), log);
+  s.OnReplayEnd(log);
+  CHECK(log.Take() == "a8 a9 a10 a11");
+  CHECK(s.counters().lost == 0);
+  CHECK_FALSE(s.waiting());
+  // The same race when the ring no longer holds 8: the second reply settles it.
+  Seq t;
+  t.StartBackfill(log);
+  for (uint64_t i = 0; i <= 11; ++i) {
+    if (i != 8) t.OnLive(i, Good(i), log);
+  }
+  t.OnReplayed(0, Good(0), log);
+  t.OnReplayEnd(log);
+  t.OnReplayed(9, Good(9), log);
+  t.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 a0 a1 a2 a3 a4 a5 a6 a7 r8 l8+1 a9 a10 a11");
+  CHECK(t.counters().lost == 1);
+  // A hole revealed before the request was sent and missing from the reply is lost at once.
+  Seq u;
+  u.OnLive(0, Good(0), log);
+  u.OnLive(2, Good(2), log);
+  u.OnReplayEnd(log);
+  CHECK(log.Take() == "a0 r1 l1+1 a2");
+  // A malformed first batch 0 whose replay never comes is given up on, not asked for forever.
+  Seq v;
+  v.OnLive(0, std::nullopt, log);
+  v.OnReplayEnd(log);
+  CHECK(log.Take() == "r0 l0+1");
+  CHECK_FALSE(v.waiting());
+}
+
 TEST_CASE("Backfill: live batches older than the ring's oldest are applied, not dropped") {
   // Regression (scripts/bench-ingest.sh): the ring was read after the live stream had passed it,
   // so its oldest batch (90) was newer than the live batches held meanwhile (0..91); they were

@@ -19,7 +19,7 @@ sub=$!
 PIDS+=("$sub")
 run timeout 30 "$KVINDEX" publish-fake --format sglang --dp-ranks 2 --port "$port" \
   --replay-port "$((port + 2))" --count 60 --rate 2000 --drop-every 9 \
-  --wait-subscribers 1 --wait-timeout 20 --linger 2 --emit-queries "$TMP/sg.q.jsonl" --query-every 20
+  --wait-subscribers 1 --wait-timeout 20 --linger 2 --emit-queries "$TMP/sg.q.jsonl"
 expect_status 0 "publish-fake sglang"
 kill -TERM "$sub"
 wait "$sub"

@@ -28,7 +28,9 @@ PYEOF
 }
 
 # layout NAME FLAGS...: subscribe auto@ the engine, publish-fake sglang on 2 ranks with FLAGS,
-# then every emitted query exact against the recording.
+# then every emitted query exact against the recording. Only the final queries: the ranks are two
+# sockets, so the recording's interleaving is the network's and a mid-stream `after` answer is not
+# determined (docs/cli.md "Expected answers").
 layout() {
   local name=$1
   shift
@@ -37,8 +39,7 @@ layout() {
   local sub=$!
   PIDS+=("$sub")
   run timeout 30 "$KVINDEX" publish-fake --format sglang --dp-ranks 2 --count 40 --rate 2000 \
-    --wait-subscribers 1 --wait-timeout 20 --linger 2 --emit-queries "$TMP/$name.q" \
-    --query-every 10 "$@"
+    --wait-subscribers 1 --wait-timeout 20 --linger 2 --emit-queries "$TMP/$name.q" "$@"
   expect_status 0 "publish-fake ($name)"
   kill -TERM "$sub"
   wait "$sub" || { cat "$TMP/$name.err" >&2; fail "$name: subscribe exit"; }

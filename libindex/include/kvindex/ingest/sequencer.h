@@ -257,10 +257,12 @@ class SourceSequencer {
     MaybeCloseHole();
   }
 
-  // The replay's end marker: whatever is still missing will not come.
-  // A reply that recovered batches but ended before a hole further on (the ring was read before
-  // those batches were published) asks again from the next missing sequence; a reply that
-  // recovered nothing gives up.
+  // The replay's end marker: whatever is still missing will not come, unless the reply could not
+  // have held it. A reply asks again from the next missing sequence when it recovered batches but
+  // ended before a hole further on, or when that hole was revealed only by batches received after
+  // the request was sent (the ring may have been read before the hole's batch was published: a
+  // backfill that raced the first live batches). Otherwise it gives up. Each hole is asked for at
+  // most once more: the new request is sent after the batches that revealed it.
   template <typename Sink>
   void OnReplayEnd(Sink& sink) {
     replay_outstanding_ = false;
@@ -276,7 +278,8 @@ class SourceSequencer {
     }
     const bool progress = replay_progress_;
     replay_progress_ = false;
-    if (initialized_ && progress && (!held_.empty() || HorizonAhead())) {
+    const bool unseen_at_request = NextSeq() >= request_unseen_;
+    if (initialized_ && (progress || unseen_at_request) && (!held_.empty() || HorizonAhead())) {
       RequestReplayFrom(NextSeq(), sink);
       return;
     }
@@ -454,6 +457,9 @@ class SourceSequencer {
   void RequestReplayFrom(uint64_t from, Sink& sink) {
     replay_outstanding_ = true;
     replay_progress_ = false;
+    // Every sequence up to the highest seen had been published when the request was sent.
+    const bool seen = has_watermark_ || counters_.received + counters_.replayed > 0;
+    request_unseen_ = seen ? horizon_ + 1 : 0;
     ++counters_.replay_requests;
     sink.RequestReplay(from);
   }
@@ -498,6 +504,7 @@ class SourceSequencer {
   uint64_t horizon_ = 0;  // the highest sequence seen in this incarnation
   bool replay_outstanding_ = false;
   bool replay_progress_ = false;  // the outstanding replay has recovered a batch
+  uint64_t request_unseen_ = 0;   // the lowest sequence not yet seen when it was sent
   bool orphan_replay_ = false;    // the outstanding replay was asked for because of orphans
   uint64_t orphan_floor_ = 0;     // the watermark when it was asked for
   bool hole_open_ = false;
