@@ -68,6 +68,16 @@ TEST_CASE("1,200 register/unregister cycles hold no sockets; a source registered
   auto subscriber = Subscriber::Create(&index, nullptr, options);
   REQUIRE(subscriber.ok());
   std::thread io([&] { CHECK((*subscriber)->Run().ok()); });
+  // A failed REQUIRE below still stops and joins the I/O thread: the failure is reported, not
+  // turned into std::terminate by a joinable thread's destructor.
+  struct StopOnExit {
+    Subscriber* subscriber;
+    std::thread* io;
+    ~StopOnExit() {
+      subscriber->Stop();
+      if (io->joinable()) io->join();
+    }
+  } stop_on_exit{subscriber->get(), &io};
 
   SourceConfig config;
   config.name = "vllm-0";
@@ -78,9 +88,10 @@ TEST_CASE("1,200 register/unregister cycles hold no sockets; a source registered
   config.replay_endpoint = (*publisher)->replay_endpoint();  // a DEALER per registration too
 
   const auto cycle = [&] {
-    REQUIRE((*subscriber)->AddSourceWhileRunning({&config, 1}).ok());
+    const Status added = (*subscriber)->AddSourceWhileRunning({&config, 1});
+    REQUIRE_MESSAGE(added.ok(), added.ToString());
     auto removed = (*subscriber)->RemoveInstanceWhileRunning("vllm-0");
-    REQUIRE(removed.ok());
+    REQUIRE_MESSAGE(removed.ok(), removed.status().ToString());
   };
   for (int i = 0; i < 50; ++i) cycle();
   const size_t before = OpenFds();
@@ -110,8 +121,6 @@ TEST_CASE("1,200 register/unregister cycles hold no sockets; a source registered
   }
   CHECK(longest == 4);
 
-  (*subscriber)->Stop();
-  io.join();
 }
 
 }  // namespace
