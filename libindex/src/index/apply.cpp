@@ -71,6 +71,7 @@ bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan,
   pending.clear();
   pending_partials.clear();
   const uint64_t seed = cfg.hash_seed;
+  const uint32_t group = ev.scope.group.value_or(0);
   if (standard) {
     for (const EngineHash& h : ev.block_hashes) pending.push_back({h.value, 0, h, -1});
   } else if (!tokens || (parent_idx != kNone && block(parent_idx).ns != 0)) {
@@ -79,7 +80,7 @@ bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan,
     uint64_t prev = have ? block(parent_idx).hash : 0;
     uint32_t ns = have && block(parent_idx).ns != 0 ? block(parent_idx).ns : 1 + ii;
     for (const EngineHash& h : ev.block_hashes) {
-      const uint32_t known = EngineLookup(inst, h.value);
+      const uint32_t known = EngineLookup(inst, EngineKey(h.value, group));
       if (known != kNone && block(known).scope == scope_id) {
         pending.push_back({block(known).hash, block(known).ns, h, -1});
         prev = block(known).hash;
@@ -155,6 +156,7 @@ bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan,
 
   for (Pending& p : pending) {
     if (p.partial < 0) p.key_hash = KeyHash(p.hash, scope_id, p.ns);
+    p.engine.value = EngineKey(p.engine.value, group);  // from here on the engine-map key
     p.engine_mix = EngineMix(p.engine.value);
   }
   return true;
@@ -260,9 +262,10 @@ void PrefixIndex::Impl::ApplyStored(uint32_t sid, const BlockStored& ev,
   uint32_t parent_idx = kNone;
   const Partial* parent_partial = nullptr;
   if (ev.parent) {
-    parent_idx = EngineLookup(inst, ev.parent->value);
+    const uint64_t parent_key = EngineKey(ev.parent->value, ev.scope.group.value_or(0));
+    parent_idx = EngineLookup(inst, parent_key);
     if (parent_idx == kNone) {
-      auto it = inst.partials.find(ev.parent->value);
+      auto it = inst.partials.find(parent_key);
       if (it != inst.partials.end()) parent_partial = &it->second;
     }
     if (parent_idx == kNone && parent_partial == nullptr && !standard) {
@@ -335,8 +338,13 @@ void PrefixIndex::Impl::ApplyRemoved(uint32_t sid, const BlockRemoved& ev,
   const uint32_t holder = HolderFor(sid, RankFor(src, ev.scope.dp_rank, batch_rank), false);
   const auto& hashes = ev.block_hashes;
   const size_t n = hashes.size();
+  const uint32_t group = ev.scope.group.value_or(0);
+  remove_key.resize(n);
   remove_mix.resize(n);
-  for (size_t k = 0; k < n; ++k) remove_mix[k] = EngineMix(hashes[k].value);
+  for (size_t k = 0; k < n; ++k) {
+    remove_key[k] = EngineKey(hashes[k].value, group);
+    remove_mix[k] = EngineMix(remove_key[k]);
+  }
   WLock();
   // A remove chases three dependent cache misses (engine slot -> block record -> table slot);
   // prefetch them in a pipeline: the engine slot 8 hashes ahead, the record 4 ahead (its index
@@ -346,7 +354,7 @@ void PrefixIndex::Impl::ApplyRemoved(uint32_t sid, const BlockRemoved& ev,
   uint32_t ring[8];
   size_t ring_pos[8];
   auto peek = [&](size_t k) {
-    const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(hashes[k].value));
+    const size_t pos = inst.engine.Find(remove_mix[k], EngineMatch(remove_key[k]));
     const uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
     if (idx != kNone) __builtin_prefetch(&block(idx));
     ring[k & 7] = idx;
@@ -360,16 +368,16 @@ void PrefixIndex::Impl::ApplyRemoved(uint32_t sid, const BlockRemoved& ev,
       const Block& b = block(ring[(k + 2) & 7]);  // possibly stale: only a hint
       table.Prefetch(KeyHash(b.hash, b.scope, b.ns));
     }
-    const EngineHash& h = hashes[k];
+    const uint64_t key = remove_key[k];
     size_t pos = ring_pos[k & 7];
     if (pos == inst.engine.kNotFound || pos >= inst.engine.capacity() ||
-        inst.engine.at(pos).block == kNone || inst.engine.at(pos).key() != h.value) {
-      pos = inst.engine.Find(remove_mix[k], EngineMatch(h.value));
+        inst.engine.at(pos).block == kNone || inst.engine.at(pos).key() != key) {
+      pos = inst.engine.Find(remove_mix[k], EngineMatch(key));
     }
     uint32_t idx = pos == inst.engine.kNotFound ? kNone : inst.engine.at(pos).block;
     if (idx != kNone && block(idx).count == 0) idx = kNone;  // freed, awaiting the sweep
     if (idx == kNone) {
-      if (inst.partials.erase(h.value) == 0) {
+      if (inst.partials.erase(key) == 0) {
         // An unknown hash creates nothing
         // (docs/upstream-pitfalls.md "A remove for an unknown hash creates nothing").
         ++r.unmapped;

@@ -1,6 +1,7 @@
 // The engine-hash map's slot: each instance maps the engine's own block hashes to block records
 // (a FlatTable per instance, Instance::engine), so a BlockRemoved, which carries only engine
-// hashes, finds its blocks. The map's operations are PrefixIndex::Impl's Engine*() (index_impl.h)
+// hashes, finds its blocks. The map's key is the engine hash with the KV-cache group folded in
+// (EngineKey), so the same hash in two groups names two blocks. The map's operations are PrefixIndex::Impl's Engine*() (index_impl.h)
 // and SweepEngine() (engine_map.cpp). Private to the index layer.
 //
 // Thread safety: none; PrefixIndex guards the maps with its reader-writer lock.
@@ -21,7 +22,18 @@ namespace kvindex::index_internal {
 // configured engines.
 inline uint64_t EngineMix(uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
 
-// 12 bytes: the engine hash as two halves (no 8-byte alignment padding) and the block.
+// The engine-map key of an engine hash published for KV-cache group `group`: the hash itself in
+// group 0 (every engine without groups), else the hash XOR a group-dependent odd constant. XOR
+// makes it its own inverse, so a snapshot stores the engine hash (EngineKey of the key) and the
+// group comes back from the block's scope. A collision between (hash, group) pairs needs two
+// engine hashes differing by exactly that constant, as unlikely as two equal engine hashes.
+inline uint64_t EngineKey(uint64_t engine_hash, uint32_t group) {
+  if (group == 0) return engine_hash;
+  const uint64_t salt = (static_cast<uint64_t>(group) * 0xD6E8FEB86659FD93ULL) ^ 0xA0761D6478BD642FULL;
+  return engine_hash ^ (salt | 1);
+}
+
+// 12 bytes: the engine key as two halves (no 8-byte alignment padding) and the block.
 struct EngineSlot {
   uint32_t lo;
   uint32_t hi;

@@ -74,6 +74,7 @@ using index_internal::Block;
 using index_internal::BlockRef;
 using index_internal::BlockSlot;
 using index_internal::BlockTraits;
+using index_internal::EngineKey;
 using index_internal::EngineMix;
 using index_internal::EngineSlot;
 using index_internal::HeapEntry;
@@ -147,7 +148,8 @@ struct PrefixIndex::Impl {
   uint32_t ops_in_section = 0;
   std::vector<Pending> pending;
   std::vector<Partial> pending_partials;
-  std::vector<uint64_t> remove_mix;  // EngineMix of a remove's engine hashes
+  std::vector<uint64_t> remove_key;  // EngineKey of a remove's engine hashes
+  std::vector<uint64_t> remove_mix;  // EngineMix of those keys
 
   explicit Impl(IndexOptions o) : options(o) {
     if (options.max_blocks > 0) table.Reserve(options.max_blocks + 1);

@@ -223,7 +223,10 @@ Status IndexLoader::AddRun(uint32_t state_scope, uint32_t ns,
     }
     for (uint16_t k = 0; k < count; ++k) to[k] = l.run[k];  // no memmove call for a pair
     b.count = count;
-    if (engine_inst != nullptr) im.EngineSet(*engine_inst, engines[i], EngineMix(engines[i]), idx);
+    if (engine_inst != nullptr) {
+      const uint64_t key = EngineKey(engines[i], im.scopes[scope].group);
+      im.EngineSet(*engine_inst, key, EngineMix(key), idx);
+    }
     im.Tick();
   }
   credit();
@@ -247,7 +250,9 @@ Status IndexLoader::AddEngine(uint32_t instance, const StateEngineEntry& entry) 
   Instance& inst = *im.instances[instance];
   im.GrowEngine(inst);
   im.WLock();
-  im.EngineSet(inst, entry.engine, EngineMix(entry.engine), l.positions[entry.block]);
+  const uint32_t idx = l.positions[entry.block];
+  const uint64_t key = EngineKey(entry.engine, im.scopes[im.block(idx).scope].group);
+  im.EngineSet(inst, key, EngineMix(key), idx);
   im.Tick();
   return Status::Ok();
 }
@@ -287,7 +292,8 @@ Status IndexLoader::SetInstance(uint32_t ii, const StateInstance& si) {
     p.has_before = sp.before.has_value();
     p.before = sp.before.value_or(0);
     p.tokens = sp.tokens;
-    inst.partials[sp.key] = std::move(p);
+    const uint64_t key = EngineKey(sp.key, im.scopes[p.scope].group);
+    inst.partials[key] = std::move(p);
   }
   for (const StateObject& so : si.objects) {
     std::vector<BlockRef> refs;

@@ -268,7 +268,7 @@ StateCopy PrefixIndex::BeginCopy() const {
       si.orphans = inst.orphans;
       for (const auto& [key, p] : inst.partials) {
         StatePartial sp;
-        sp.key = key;
+        sp.key = EngineKey(key, im.scopes[p.scope].group);  // the engine hash
         sp.scope = p.scope;
         if (p.has_before) sp.before = p.before;
         sp.tokens = p.tokens;
@@ -354,7 +354,11 @@ void IndexState::Copy::Derive(IndexState& state) {
     for (const EngineSlot& s : slots) {
       if (s.block == kNone) continue;  // an empty slot
       const uint32_t pos = s.block < allocated ? position[s.block] : kNone;
-      if (pos != kNone) slots[kept++] = {s.lo, s.hi, pos};
+      if (pos == kNone) continue;
+      // The snapshot holds the engine hash: the key with the block's group taken out.
+      const uint32_t group = state.scopes[block(s.block).scope].group;
+      const uint64_t hash = EngineKey(s.key(), group);
+      slots[kept++] = {static_cast<uint32_t>(hash), static_cast<uint32_t>(hash >> 32), pos};
     }
     slots.resize(kept);
     state.engine_entries += kept;

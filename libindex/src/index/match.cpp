@@ -406,8 +406,9 @@ Status PrefixIndex::Impl::Match(const MatchQuery& q, Mode mode, std::span<const 
     const uint32_t scope = lead.scope;
     if (mode == Mode::kEngine) {
       const Instance& inst = *instances[lead.inst];
+      const uint32_t group = scopes[scope].group;
       Walk(sc, engine.size(), [&](size_t d) __attribute__((always_inline)) {
-        const uint32_t idx = EngineLookup(inst, engine[d].value);
+        const uint32_t idx = EngineLookup(inst, EngineKey(engine[d].value, group));
         if (idx == kNone || block(idx).scope != scope) return kNone;
         return idx;
       });

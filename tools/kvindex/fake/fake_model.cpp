@@ -26,19 +26,18 @@ size_t FakeModel::AddSource(std::string instance, std::optional<DpRank> rank, ui
   return sources_.size() - 1;
 }
 
-void FakeModel::Set(Source& s, uint64_t engine, uint32_t group, uint64_t prefix, uint8_t tiers) {
-  Block& b = s.blocks[engine];
+void FakeModel::Set(Source& s, const EngineKey& key, uint64_t prefix, uint8_t tiers) {
+  Block& b = s.blocks[key];
   b.prefix = prefix;
-  b.group = group;
   b.tiers |= tiers;
-  s.by_prefix[group][prefix] |= tiers;
+  s.by_prefix[key.first][prefix] |= tiers;
 }
 
-void FakeModel::Unset(Source& s, uint64_t engine, uint8_t tiers) {
-  auto it = s.blocks.find(engine);
+void FakeModel::Unset(Source& s, const EngineKey& key, uint8_t tiers) {
+  auto it = s.blocks.find(key);
   if (it == s.blocks.end()) return;
   it->second.tiers &= static_cast<uint8_t>(~tiers);
-  PrefixTiers& group = s.by_prefix[it->second.group];
+  PrefixTiers& group = s.by_prefix[key.first];
   auto p = group.find(it->second.prefix);
   if (p != group.end()) {
     p->second &= static_cast<uint8_t>(~tiers);
@@ -59,12 +58,12 @@ void FakeModel::Apply(size_t source, const EventBatch& batch) {
   for (const Event& event : batch.events) {
     if (const auto* stored = std::get_if<BlockStored>(&event)) {
       std::optional<PrefixHash> parent;
-      uint32_t group = stored->scope.group.value_or(0);
+      const uint32_t group = stored->scope.group.value_or(0);
       if (stored->parent) {
-        auto it = s.blocks.find(stored->parent->value);
+        // The parent is the block of that hash in the event's own group.
+        auto it = s.blocks.find({group, stored->parent->value});
         if (it == s.blocks.end()) continue;  // an orphan: never indexed under a guessed chain
         parent = PrefixHash{it->second.prefix};
-        group = it->second.group;  // a child is in its parent's scope
       }
       const uint32_t bs = stored->scope.block_size.value_or(s.block_size);
       std::vector<PrefixHash> prefixes;
@@ -76,22 +75,23 @@ void FakeModel::Apply(size_t source, const EventBatch& batch) {
         const size_t chunk =
             offsets.empty() ? i : (i < offsets.size() ? offsets[i] : prefixes.size());
         if (chunk >= prefixes.size()) break;
-        Set(s, stored->block_hashes[i].value, group, prefixes[chunk].value, bit);
+        Set(s, {group, stored->block_hashes[i].value}, prefixes[chunk].value, bit);
       }
       if (stored->wire.object_key && !stored->block_hashes.empty()) {
-        s.objects[*stored->wire.object_key] = stored->block_hashes.back().value;
+        s.objects[*stored->wire.object_key] = {group, stored->block_hashes.back().value};
       }
     } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
       const uint8_t bit = FakeTierBit(removed->tier);
-      for (EngineHash h : removed->block_hashes) Unset(s, h.value, bit);
+      const uint32_t group = removed->scope.group.value_or(0);
+      for (EngineHash h : removed->block_hashes) Unset(s, {group, h.value}, bit);
     } else if (const auto* cleared = std::get_if<AllCleared>(&event)) {
       if (!cleared->tier) {
         Clear(source);
       } else {
         const uint8_t bit = FakeTierBit(cleared->tier);
-        std::vector<uint64_t> engines;
-        for (const auto& [engine, block] : s.blocks) engines.push_back(engine);
-        for (uint64_t engine : engines) Unset(s, engine, bit);
+        std::vector<EngineKey> keys;
+        for (const auto& [key, block] : s.blocks) keys.push_back(key);
+        for (const EngineKey& key : keys) Unset(s, key, bit);
       }
     } else if (const auto* update = std::get_if<StoreUpdate>(&event)) {
       auto it = s.objects.find(update->key);
@@ -101,11 +101,10 @@ void FakeModel::Apply(size_t source, const EventBatch& batch) {
       auto b = s.blocks.find(it->second);
       if (b == s.blocks.end()) continue;
       const uint8_t drop = static_cast<uint8_t>(b->second.tiers & ~tiers);
-      const uint64_t engine = it->second;
+      const EngineKey key = it->second;
       const uint64_t prefix = b->second.prefix;
-      const uint32_t group = b->second.group;
-      if (drop) Unset(s, engine, drop);
-      if (tiers) Set(s, engine, group, prefix, tiers);
+      if (drop) Unset(s, key, drop);
+      if (tiers) Set(s, key, prefix, tiers);
       if (update->replicas.empty()) s.objects.erase(it);
     }
   }

@@ -40,29 +40,20 @@ std::vector<TokenId> TraceBlockTokens(uint64_t hash_id, uint32_t block_size) {
 
 namespace {
 
-// vllm-hybrid's sliding-window group: group 1, its own engine hashes (a fixed mix of group 0's).
+// vllm-hybrid's sliding-window group: group 1, under the same engine hashes as group 0's blocks
+// (vLLM hashes a chunk alike in every group; the group keeps them apart).
 constexpr uint32_t kSlidingGroup = 1;
-EngineHash SlidingHash(EngineHash h) {
-  return EngineHash{(h.value ^ 0x5157494e444f5731ULL) * 0x9e3779b97f4a7c15ULL};
-}
 BlockStored InSlidingGroup(BlockStored e, uint32_t block_size) {
-  for (EngineHash& h : e.block_hashes) h = SlidingHash(h);
-  if (e.parent) e.parent = SlidingHash(*e.parent);
   e.scope.group = kSlidingGroup;
   e.wire.spec_kind = "sliding_window";
   e.wire.sliding_window = int64_t{4} * block_size;
   return e;
 }
 BlockRemoved InSlidingGroup(BlockRemoved e) {
-  for (EngineHash& h : e.block_hashes) h = SlidingHash(h);
   e.scope.group = kSlidingGroup;
   return e;
 }
 
-// vllm-hybrid-sparse's Mamba group: its own engine hashes (a fixed mix of group 0's).
-EngineHash MambaHash(EngineHash h) {
-  return EngineHash{(h.value ^ 0x4d414d4241303031ULL) * 0xff51afd7ed558ccdULL};
-}
 bool SparseHashes(size_t chunk, size_t run_end) {
   return chunk % kSparseSkipEvery != kSparseSkipEvery - 1 || chunk + 1 == run_end;
 }
@@ -78,12 +69,13 @@ BlockStored FakeCache::SparseMirror(const std::vector<TokenId>& tokens,
   size_t start = from;
   while (start > 0 && !held[start - 1]) --start;
   BlockStored m;
-  if (start > 0) m.parent = MambaHash(FakeEngineHash(chain[start - 1]));
+  // The Mamba group's chunks carry group 0's engine hashes, as vLLM publishes them.
+  if (start > 0) m.parent = FakeEngineHash(chain[start - 1]);
   m.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(start * bs),
                      tokens.begin() + static_cast<ptrdiff_t>(to * bs));
   for (size_t c = from; c < to; ++c) {
     if (!SparseHashes(c, to)) continue;
-    m.block_hashes.push_back(MambaHash(FakeEngineHash(chain[c])));
+    m.block_hashes.push_back(FakeEngineHash(chain[c]));
     m.block_offsets.push_back(static_cast<uint32_t>(c - start));
     held[c] = true;
   }
@@ -129,7 +121,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
     if (prompt.count(*it)) continue;
     const Entry& victim = entries_[*it];
     victims.push_back(victim.engine);
-    if (victim.sparse_held) sparse_victims.push_back(MambaHash(victim.engine));
+    if (victim.sparse_held) sparse_victims.push_back(victim.engine);
     entries_.erase(*it);
     it = lru_.erase(it);
   }
