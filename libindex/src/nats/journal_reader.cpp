@@ -18,10 +18,11 @@ struct JournalReader::Impl {
 
   ~Impl() {
     natsMsg_Destroy(current);
-    if (sub != nullptr) {
-      natsSubscription_Unsubscribe(sub);
-      natsSubscription_Destroy(sub);
-    }
+    // Destroy alone: it unsubscribes without deleting the consumer, which the server removes
+    // itself once nobody listens (an ordered consumer is ephemeral). An explicit Unsubscribe
+    // deletes it, and in nats.c 3.4 that races the thread recreating an ordered consumer after a
+    // reconnect (it reads the consumer name that thread frees).
+    if (sub != nullptr) natsSubscription_Destroy(sub);
   }
 };
 
