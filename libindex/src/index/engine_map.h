@@ -1,8 +1,9 @@
 // The engine-hash map's slot: each instance maps the engine's own block hashes to block records
 // (a FlatTable per instance, Instance::engine), so a BlockRemoved, which carries only engine
 // hashes, finds its blocks. The map's key is the engine hash with the KV-cache group folded in
-// (EngineKey), so the same hash in two groups names two blocks. The map's operations are PrefixIndex::Impl's Engine*() (index_impl.h)
-// and SweepEngine() (engine_map.cpp). Private to the index layer.
+// (EngineKey), so the same hash in two groups names two blocks. The map's operations are
+// PrefixIndex::Impl's Engine*() (index_impl.h) and SweepEngine() (engine_map.cpp). Private to the
+// index layer.
 //
 // Thread safety: none; PrefixIndex guards the maps with its reader-writer lock.
 #ifndef KVINDEX_SRC_ENGINE_MAP_H_
@@ -29,7 +30,8 @@ inline uint64_t EngineMix(uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
 // engine hashes differing by exactly that constant, as unlikely as two equal engine hashes.
 inline uint64_t EngineKey(uint64_t engine_hash, uint32_t group) {
   if (group == 0) return engine_hash;
-  const uint64_t salt = (static_cast<uint64_t>(group) * 0xD6E8FEB86659FD93ULL) ^ 0xA0761D6478BD642FULL;
+  const uint64_t salt =
+      (static_cast<uint64_t>(group) * 0xD6E8FEB86659FD93ULL) ^ 0xA0761D6478BD642FULL;
   return engine_hash ^ (salt | 1);
 }
 
