@@ -63,7 +63,13 @@ Subscriber::Impl::Impl(PrefixIndex* index_in, CaptureWriter* recorder_in,
     : index(index_in),
       recorder(recorder_in),
       options(options_in),
-      ingestor(index_in, this, options_in.sequencer) {}
+      ingestor(index_in, this, options_in.sequencer) {
+  // ZeroMQ allows 1,023 sockets per context by default: about 500 sources with a replay endpoint
+  // (and fewer while its reaper thread is still closing unregistered ones). Raised to what the
+  // library's poller allows, at most 16,384; the process's descriptor limit still applies.
+  const int limit = zmq_ctx_get(context.handle(), ZMQ_SOCKET_LIMIT);
+  if (limit > 0) (void)zmq_ctx_set(context.handle(), ZMQ_MAX_SOCKETS, std::min(limit, 16384));
+}
 
 Subscriber::Impl::~Impl() {
   for (auto& s : sources) {
