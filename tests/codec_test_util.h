@@ -96,7 +96,20 @@ inline WireDetails WireFrom(const nlohmann::json& w) {
   wire.session_id = OptStr(w, "session_id");
   wire.tier_spelling = OptStr(w, "tier_spelling");
   wire.eagle_next = OptInt<TokenId>(w, "eagle_next");
+  wire.skipped_context = w.value("skipped_context", false);
+  if (w.contains("run_parent")) wire.run_parent = EngineHash{U64(w["run_parent"])};
+  wire.extra_keys_sent = w.value("extra_keys_sent", false);
   return wire;
+}
+
+inline std::vector<std::vector<MultimodalKey>> MultimodalFrom(const nlohmann::json& lists) {
+  std::vector<std::vector<MultimodalKey>> out;
+  for (const auto& block : lists) {
+    std::vector<MultimodalKey> keys;
+    for (const auto& k : block) keys.push_back({k[0].get<std::string>(), k[1].get<int64_t>()});
+    out.push_back(std::move(keys));
+  }
+  return out;
 }
 
 // The "expect" object of event_codec_vectors.json (already normalised by the oracle).
@@ -117,10 +130,9 @@ inline EventBatch ExpectedBatch(const nlohmann::json& e) {
       if (ev.contains("block_offsets")) {
         for (const auto& o : ev["block_offsets"]) s.block_offsets.push_back(o.get<uint32_t>());
       }
-      for (const auto& block : ev["multimodal"]) {
-        std::vector<MultimodalKey> keys;
-        for (const auto& k : block) keys.push_back({k[0].get<std::string>(), k[1].get<int64_t>()});
-        s.multimodal.push_back(std::move(keys));
+      s.multimodal = MultimodalFrom(ev["multimodal"]);
+      if (ev.contains("skipped_multimodal")) {
+        s.skipped_multimodal = MultimodalFrom(ev["skipped_multimodal"]);
       }
       batch.events.push_back(std::move(s));
     } else if (kind == "removed") {
@@ -200,6 +212,10 @@ inline std::string Describe(const EventBatch& b) {
          << " model=" << s->scope.model.value_or("-") << " mm=" << s->multimodal.size()
          << " group=" << (s->scope.group ? std::to_string(*s->scope.group) : "nil")
          << " offsets=" << s->block_offsets.size()
+         << " skipped=" << s->wire.skipped_context << "/" << s->skipped_multimodal.size()
+         << " run_parent="
+         << (s->wire.run_parent ? std::to_string(s->wire.run_parent->value) : "nil")
+         << " extra_keys_sent=" << s->wire.extra_keys_sent
          << " eagle_next=" << (s->wire.eagle_next ? std::to_string(*s->wire.eagle_next) : "nil")
          << " key=" << s->wire.object_key.value_or("-");
     } else if (const auto* r = std::get_if<BlockRemoved>(&e)) {

@@ -2,7 +2,7 @@
 # The publishers that speak a variant of the vLLM/SGLang wire (docs/wire-formats.md): SGLang with
 # EAGLE (bigram token pairs), TensorRT-LLM's native publisher (tagged maps, signed hashes),
 # LMCache's connector (CPU medium), a vLLM hybrid model (two KV-cache groups) and one whose second
-# group is a sparse Mamba group (block_offsets). For each: the bytes as an independent python3-zmq +
+# group is a sparse Mamba group (block_offsets, or skipped context). For each: the bytes as an independent python3-zmq +
 # python3-msgpack subscriber sees them, then publish-fake -> subscribe --record -> replay --queries,
 # every emitted answer exact (the sparse group's: publish_fake_sparse.sh).
 # Last, an EAGLE stream read by a source configured as plain sglang: still exact, and counted.
@@ -12,7 +12,7 @@
 . "$(dirname "$0")/publish_fake_live.bash"
 
 COUNT=12
-for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse; do
+for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse vllm-hybrid-skipped; do
   port=$(free_ports 1) || { fail "no free port"; continue; }
   $SUB sub --endpoint tcp://127.0.0.1:$port --count $COUNT --timeout 20 --idle 5 \
     >"$TMP/$format.sub" 2>"$TMP/$format.suberr" &
@@ -25,11 +25,41 @@ for format in sglang-eagle trtllm lmcache vllm-hybrid vllm-hybrid-sparse; do
   "$PY" - "$format" "$TMP/$format.sub" >"$TMP/check" 2>&1 <<'PYEOF' || fail "$format: $(cat "$TMP/check")"
 import json, sys
 fmt, msgs = sys.argv[1], json.load(open(sys.argv[2]))["messages"]
-errors, stored, groups = [], 0, []
+errors, stored, groups, skipped = [], 0, [], 0
 held = {}  # vllm-hybrid-sparse: group-1 hashes held, for the parent check
 for m in msgs:
     d = m["decoded"]
     for e in d["events"]:
+        if fmt == "vllm-hybrid-skipped":
+            if e["form"] != "map":
+                errors.append("vllm-hybrid-skipped event is not a map")
+            groups.append((e["type"], e.get("group")))
+            if e["type"] == "BlockStored":
+                stored += 1
+                if e.get("block_offsets") is not None:
+                    errors.append("skipped-context stream sent block_offsets")
+                if e["tokens"] != 4 * len(e["hashes"]):
+                    errors.append("%d tokens for %d blocks" % (e["tokens"], len(e["hashes"])))
+                if e.get("group") == 1:
+                    # A run of kept chunks: its skipped context (whole chunks, one extra_keys
+                    # entry each) chains from a hash the group holds; without skipped context
+                    # the parent is one.
+                    if "skipped_tokens" in e:
+                        skipped += 1
+                        if (e["skipped_tokens"] == 0 or e["skipped_tokens"] % 4
+                                or e["skipped_extra_keys"] != e["skipped_tokens"] // 4):
+                            errors.append("bad skipped context: %r" % e)
+                        anchor = e["skipped_parent"]
+                    else:
+                        anchor = e["parent"]
+                    if anchor is not None and anchor not in held:
+                        errors.append("skipped-context anchor %r not held by group 1" % anchor)
+                    held.update((h, True) for h in e["hashes"])
+            elif e["type"] == "BlockRemoved" and e.get("group") == 1:
+                for h in e["hashes"]:
+                    if held.pop(h, None) is None:
+                        errors.append("group 1 removes %r it does not hold" % h)
+            continue
         if fmt == "vllm-hybrid-sparse":
             if e["form"] != "map":
                 errors.append("vllm-hybrid-sparse event is not a map")
@@ -99,8 +129,10 @@ for m in msgs:
             errors.append("lmcache medium %r" % e["medium"])
 if stored == 0:
     errors.append("no BlockStored seen")
-if fmt == "vllm-hybrid-sparse" and not any(g == ("BlockStored", 1) for g in groups):
+if fmt.startswith("vllm-hybrid-s") and not any(g == ("BlockStored", 1) for g in groups):
     errors.append("no sparse group event seen")
+if fmt == "vllm-hybrid-skipped" and skipped == 0:
+    errors.append("no event with skipped context seen")
 if fmt == "vllm-hybrid":
     # Every group-0 event is followed by its group-1 mirror (a batch never splits them: 2 per batch).
     for i in range(0, len(groups) - 1, 2):

@@ -14,6 +14,14 @@ this script's own rules:
   extra_keys: the LoRA name (first item, equal to lora_name), (mm id, offset) pairs and
           prompt-embeds digests ("embeds:<hex>", offset 0) become per-block multimodal keys
           (pairs first, then digests), any other string is the cache salt
+          extra_keys sent with neither a salt nor a multimodal key (nil entries, the LoRA name
+          alone) are remembered as wire "extra_keys_sent"
+  vLLM skipped context (skipped_parent_block_hash, skipped_token_ids, skipped_extra_keys): the
+          event becomes the sparse form: parent = skipped_parent_block_hash, token_ids = skipped
+          tokens then the event's, block_offsets = k .. k+n-1 (k = skipped blocks), the skipped
+          blocks' multimodal keys per skipped block, wire "skipped_context" and "run_parent" (the
+          parent_block_hash as sent); "extra_keys_sent" when extra_keys came without
+          multimodal keys
   Mooncake RFC: ts milliseconds / 1000; event_type wins over type; seq_hashes over block_hashes
 
 `encode` names the format whose encoder must reproduce the payload byte for byte (absent when
@@ -73,15 +81,18 @@ def tier(spelling):
 
 
 def stored(hashes, parent, tokens, medium=None, scope=None, wire=None, multimodal=None,
-           block_offsets=None):
+           block_offsets=None, skipped_multimodal=None):
     t, sp = tier(medium)
     w = dict(wire or {})
     if sp is not None:
         w["tier_spelling"] = sp
+    if w.get("run_parent") is not None:
+        w["run_parent"] = norm_hash(w["run_parent"])
     return {"kind": "stored", "block_hashes": [norm_hash(h) for h in hashes],
             "parent": None if parent is None else norm_hash(parent), "token_ids": tokens,
             "tier": t, "scope": scope or {}, "wire": w, "multimodal": multimodal or [],
-            "block_offsets": block_offsets or []}
+            "block_offsets": block_offsets or [],
+            "skipped_multimodal": skipped_multimodal or []}
 
 
 def bigrams(tokens, following):
@@ -395,6 +406,60 @@ SPARSE = [hybrid([901, 902, 903, 904], None, TOK8, 0),
 vec("vllm hybrid sparse map era: full-attention group 0 and a Mamba group 1 with block_offsets",
     "vllm-hybrid", [TS, [w for w, _ in SPARSE], 0],
     batch(TS, [e for _, e in SPARSE], dp_rank=0), encode="vllm-map")
+
+
+def skipped_run(hashes, run_parent, tokens, skipped_parent, skipped_tokens, skipped_extra,
+                extra, group=1, salt=None, skipped_mm=None):
+    """A vLLM BlockStored in the skipped-context form (vllm-project/vllm PR #44488, block size 2,
+    a Mamba group) and the sparse event kvindex decodes from it."""
+    fields = {} if extra is None else {"extra_keys": extra}  # declaration order
+    fields.update(group_idx=group, kv_cache_spec_kind="mamba")
+    if skipped_parent is not None:
+        fields["skipped_parent_block_hash"] = skipped_parent
+    fields["skipped_token_ids"] = skipped_tokens
+    fields["skipped_extra_keys"] = skipped_extra
+    k = len(skipped_tokens) // 2
+    scope = {"block_size": 2, "group": group}
+    if salt is not None:
+        scope["salt"] = salt
+    wire = {"spec_kind": "mamba", "skipped_context": True, "run_parent": run_parent}
+    if extra is not None:
+        wire["extra_keys_sent"] = True
+    return (map_stored(hashes, run_parent, tokens, 2, **fields),
+            stored(hashes, skipped_parent, skipped_tokens + tokens, "GPU", scope=scope, wire=wire,
+                   block_offsets=list(range(k, k + len(hashes))), skipped_multimodal=skipped_mm))
+
+
+# A Mamba group (align mode) stores chunk 0 of TOK8, then chunk 3: chunks 1 and 2 were never
+# announced, so the second event's skipped context starts after chunk 0 (its skipped parent) and
+# its parent_block_hash is chunk 2's hash. vLLM sends extra_keys as a list of nils.
+SKIPPED = [(map_stored([921], None, [1, 2], 2, extra_keys=[None], group_idx=1,
+                       kv_cache_spec_kind="mamba"),
+            stored([921], None, [1, 2], "GPU", scope={"block_size": 2, "group": 1},
+                   wire={"spec_kind": "mamba", "extra_keys_sent": True})),
+           skipped_run([924], 923, [7, 8], 921, [3, 4, 5, 6], [None, None], [None])]
+vec("vllm skipped context: a sparse group's run after chunks it did not announce",
+    "vllm-hybrid", [TS, [w for w, _ in SKIPPED], 0],
+    batch(TS, [e for _, e in SKIPPED], dp_rank=0), encode="vllm-map")
+
+# From the root: the salt is in the first skipped block's extra keys, an image in the second's.
+w_salted, e_salted = skipped_run([933, 934], 932, [5, 6, 7, 8], None, [1, 2, 3, 4],
+                                 [["tenant"], [["img", 1]]], [None, None], salt="tenant",
+                                 skipped_mm=[[], [["img", 1]]])
+vec("vllm skipped context from the root: salt and multimodal keys of the skipped blocks",
+    "vllm-hybrid", [TS, [w_salted], 0], batch(TS, [e_salted], dp_rank=0), encode="vllm-map")
+
+vec("vllm skipped context: not whole blocks, wrong extra-key count, no tokens, with offsets",
+    "errors",
+    [TS, [map_stored([1], 9, [5, 6], 2, skipped_token_ids=[1, 2, 3],
+                     skipped_extra_keys=[None, None]),
+          map_stored([1], 9, [5, 6], 2, skipped_token_ids=[1, 2], skipped_extra_keys=[None] * 2),
+          map_stored([1], 9, [5, 6], 2, skipped_parent_block_hash=7),
+          map_stored([1], 9, [3, 4, 5, 6], 2, block_offsets=[1], skipped_token_ids=[1, 2]),
+          {"type": "BlockRemoved", "block_hashes": [9], "medium": "GPU"}], 0],
+    batch(TS, [removed([9], "GPU")], dp_rank=0,
+          errors=[{"index": 0, "code": "unsupported"}, {"index": 1, "code": "malformed"},
+                  {"index": 2, "code": "malformed"}, {"index": 3, "code": "malformed"}]))
 
 vec("vllm hybrid: block_offsets not one per hash, or not increasing, fail alone", "errors",
     [TS, [["BlockStored", [1, 2], None, TOK8, 4, None, "GPU", None, None, 1, None, None, [1]],

@@ -74,6 +74,10 @@ def event_summary(e):
         out["group"] = e.get("group_idx")
         out["spec_kind"] = e.get("kv_cache_spec_kind")
         out["block_offsets"] = e.get("block_offsets")
+        if "skipped_token_ids" in e:
+            out["skipped_parent"] = u64(e.get("skipped_parent_block_hash"))
+            out["skipped_tokens"] = len(e.get("skipped_token_ids") or [])
+            out["skipped_extra_keys"] = len(e.get("skipped_extra_keys") or [])
         out["signed"] = any(isinstance(h, int) and h < 0 for h in e.get("block_hashes") or [])
         return out
     t = e[0]

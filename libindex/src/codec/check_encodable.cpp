@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/core/event.h"
@@ -50,6 +51,8 @@ enum Field : uint32_t {
   kMultimodal = 1u << 19,
   kEagleNext = 1u << 20,
   kBlockOffsets = 1u << 21,
+  kSkipped = 1u << 22,
+  kExtraKeysSent = 1u << 23,
 };
 
 struct FieldName {
@@ -79,6 +82,8 @@ constexpr FieldName kFieldNames[] = {
     {kMultimodal, "multimodal keys"},
     {kEagleNext, "EAGLE bigram token_ids"},
     {kBlockOffsets, "block_offsets"},
+    {kSkipped, "skipped context"},
+    {kExtraKeysSent, "extra_keys without keys"},
 };
 
 uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
@@ -103,6 +108,7 @@ uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
   if (w.ownership) bits |= kOwnership;
   if (w.session_id) bits |= kSessionId;
   if (w.eagle_next) bits |= kEagleNext;
+  if (w.extra_keys_sent) bits |= kExtraKeysSent;
   if (tier) bits |= kTier;
   return bits;
 }
@@ -127,35 +133,63 @@ Status CheckSpelling(size_t index, const std::optional<Tier>& tier,
   return Status::Ok();
 }
 
-// extra_keys hold one entry per block: multimodal keys need one list per block, a salt needs a
-// first block, and an all-empty list would decode as no keys.
-Status CheckExtraKeys(size_t index, const BlockStored& ev, bool salt_elsewhere) {
-  if (ev.scope.salt && ev.block_hashes.empty() && !salt_elsewhere) {
-    return Status::InvalidArgument("event " + std::to_string(index) +
-                                   ": a salt needs at least one block to travel in extra_keys");
-  }
-  if (ev.multimodal.empty()) return Status::Ok();
-  if (ev.multimodal.size() != ev.block_hashes.size()) {
-    return Status::InvalidArgument("event " + std::to_string(index) + ": " +
-                                   std::to_string(ev.multimodal.size()) + " multimodal lists for " +
-                                   std::to_string(ev.block_hashes.size()) + " blocks");
+Status Invalid(size_t index, const std::string& what) {
+  return Status::InvalidArgument("event " + std::to_string(index) + ": " + what);
+}
+
+// Multimodal lists, one per block (or skipped chunk): digests last, not all empty (an all-empty
+// list would decode as no keys).
+Status CheckMultimodalLists(size_t index, const std::vector<std::vector<MultimodalKey>>& lists,
+                            size_t count, std::string_view what) {
+  if (lists.empty()) return Status::Ok();
+  if (lists.size() != count) {
+    return Invalid(index, std::to_string(lists.size()) + " multimodal lists for " +
+                              std::to_string(count) + " " + std::string(what));
   }
   bool any = false;
-  for (const auto& keys : ev.multimodal) {
+  for (const auto& keys : lists) {
     any |= !keys.empty();
     bool seen_embeds = false;
     for (const MultimodalKey& key : keys) {
       const bool embeds = IsEmbedsKey(key);
-      if (seen_embeds && !embeds) {
-        return Status::InvalidArgument("event " + std::to_string(index) +
-                                       ": a multimodal key after a prompt-embeds digest");
-      }
+      if (seen_embeds && !embeds) return Invalid(index, "a multimodal key after a prompt-embeds digest");
       seen_embeds |= embeds;
     }
   }
   if (any) return Status::Ok();
-  return Status::InvalidArgument("event " + std::to_string(index) +
-                                 ": multimodal lists are all empty (use an empty vector)");
+  return Invalid(index, "multimodal lists are all empty (use an empty vector)");
+}
+
+// extra_keys hold one entry per block: multimodal keys need one list per block, a salt needs a
+// first block.
+Status CheckExtraKeys(size_t index, const BlockStored& ev, bool salt_elsewhere) {
+  if (ev.scope.salt && ev.block_hashes.empty() && !salt_elsewhere) {
+    return Invalid(index, "a salt needs at least one block to travel in extra_keys");
+  }
+  return CheckMultimodalLists(index, ev.multimodal, ev.block_hashes.size(), "blocks");
+}
+
+// vLLM's skipped-context form (event.h): a run of consecutive chunks after `k` skipped ones,
+// every token of both sent, the skipped chunks' multimodal lists one per chunk.
+Status CheckSkipped(size_t index, const BlockStored& ev) {
+  if (!ev.wire.skipped_context) {
+    if (ev.skipped_multimodal.empty() && !ev.wire.run_parent) return Status::Ok();
+    return Invalid(index, "skipped multimodal keys or run_parent without skipped_context");
+  }
+  const std::vector<uint32_t>& offsets = ev.block_offsets;
+  if (offsets.empty() || offsets.size() != ev.block_hashes.size() || offsets.front() == 0) {
+    return Invalid(index, "skipped_context needs one block offset per hash, the first above 0");
+  }
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] != offsets[i - 1] + 1) {
+      return Invalid(index, "skipped_context needs consecutive block offsets");
+    }
+  }
+  const size_t chunks = size_t{offsets.back()} + 1;
+  if (ev.token_ids.size() != chunks * *ev.scope.block_size || ev.wire.eagle_next) {
+    return Invalid(index, "skipped_context needs every chunk's tokens, as plain token ids");
+  }
+  return CheckMultimodalLists(index, ev.skipped_multimodal, offsets.front(), "skipped blocks");
 }
 
 // sglang-eagle writes every token list as bigram pairs, which needs the token after the last block.
@@ -183,6 +217,9 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
     uint32_t present = PresentFields(s->scope, s->wire, s->tier);
     if (!s->multimodal.empty()) present |= kMultimodal;
     if (!s->block_offsets.empty()) present |= kBlockOffsets;
+    if (s->wire.skipped_context || s->wire.run_parent || !s->skipped_multimodal.empty()) {
+      present |= kSkipped;
+    }
     // An event with an EAGLE next token and no tokens cannot write it.
     if (s->wire.eagle_next && s->token_ids.empty()) {
       return Status::InvalidArgument("event " + std::to_string(i) +
@@ -198,7 +235,7 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow |
-                                                 kBlockOffsets,
+                                                 kBlockOffsets | kExtraKeysSent,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
         return CheckExtraKeys(i, *s, false);
@@ -207,7 +244,7 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow |
-                                                 kLocality,
+                                                 kLocality | kExtraKeysSent,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
         return CheckExtraKeys(i, *s, false);
@@ -216,10 +253,12 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow |
                                                  kLocality | kOwnership | kSessionId |
-                                                 kBlockOffsets | kEagleNext,
+                                                 kBlockOffsets | kEagleNext | kSkipped |
+                                                 kExtraKeysSent,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
-        return CheckExtraKeys(i, *s, format == WireFormat::kVllmMap);
+        KVINDEX_RETURN_IF_ERROR(CheckSkipped(i, *s));
+        return CheckExtraKeys(i, *s, true);
       case WireFormat::kSglang:
         KVINDEX_RETURN_IF_ERROR(
             CheckAllowed(i, present, kBlockSize | kLoraId | kTier | kSalt | kSessionId, format));

@@ -87,6 +87,7 @@ struct ExtraItem {
 };
 struct ExtraKeys {
   bool present = false;
+  uint32_t count = 0;  // entries sent (one per block)
   // (block index, items) for the blocks that carry keys; nil and empty entries take no memory.
   std::vector<std::pair<uint32_t, std::vector<ExtraItem>>> blocks;
 };
@@ -377,6 +378,14 @@ class Decoder {
   bool ReadExtraKeys(ExtraKeys& extra);
   // Applies extra keys to a stored event (salt, LoRA name, multimodal keys per block).
   static void ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev);
+  // Resolves extra keys of `blocks` blocks: the salt and LoRA name into ev.scope where not set
+  // already, multimodal keys into `mm` (left empty when no block has one). True when the salt
+  // came from them.
+  static bool ResolveExtraItems(ExtraKeys& extra, size_t blocks, BlockStored& ev,
+                                std::vector<std::vector<MultimodalKey>>& mm);
+  // vLLM's skipped context (map events): turns a run of blocks after chunks the group did not
+  // store into the sparse form kvindex indexes (event.h, WireDetails::skipped_context).
+  bool ApplySkippedContext(MapFields& f, BlockStored& ev);
 
   // ---- SGLang, sglang_decoder.cpp ----
 

@@ -70,7 +70,7 @@ class EventSlots {
   // a field added to event.h fail here until it is reset too.
   static_assert(sizeof(void*) != 8 || sizeof(EventScopeFields) == 200,
                 "EventScopeFields changed: reset the new field in EventSlots::Empty()");
-  static_assert(sizeof(void*) != 8 || sizeof(WireDetails) == 352,
+  static_assert(sizeof(void*) != 8 || sizeof(WireDetails) == 384,
                 "WireDetails changed: reset the new field in EventSlots::Empty()");
   static void Empty(EventScopeFields& f) {
     f.model.reset();
@@ -95,6 +95,9 @@ class EventSlots {
     w.session_id.reset();
     w.tier_spelling.reset();
     w.eagle_next.reset();
+    w.skipped_context = false;
+    w.run_parent.reset();
+    w.extra_keys_sent = false;
   }
   static void Empty(BlockStored& e) {
     e.block_hashes.clear();
@@ -105,6 +108,7 @@ class EventSlots {
     e.multimodal.clear();
     e.standard_hashes = false;
     e.block_offsets.clear();
+    e.skipped_multimodal.clear();
     Empty(e.wire);
   }
   static void Empty(AllCleared& e) {

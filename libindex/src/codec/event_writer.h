@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +93,7 @@ inline void WriteOptHash(Writer& w, const std::optional<EngineHash>& h, bool is_
     w.Uint(h->value);
   }
 }
-[[gnu::flatten]] inline void WriteTokens(Writer& w, const std::vector<TokenId>& tokens) {
+[[gnu::flatten]] inline void WriteTokens(Writer& w, std::span<const TokenId> tokens) {
   w.Array(tokens.size());
   w.Reserve(5 * tokens.size());
   for (TokenId t : tokens) w.Uint(t);

@@ -30,6 +30,11 @@ struct MapFields {
   std::vector<TokenId> token_ids;
   std::optional<TokenId> eagle_next;
   std::vector<uint32_t> block_offsets;
+  // vLLM's skipped context: the key was present (non-nil) and what it held.
+  bool has_skipped_parent = false, has_skipped_tokens = false;
+  std::optional<EngineHash> skipped_parent;
+  std::vector<TokenId> skipped_tokens;
+  ExtraKeys skipped_extra;
   std::optional<uint32_t> block_size;
   std::optional<int64_t> lora_id;
   std::optional<Tier> tier;
@@ -82,6 +87,9 @@ enum class MapKey : uint8_t {
   kBaseBlockIdx,
   kBlockOffsets,
   kMmKeys,
+  kSkippedParent,
+  kSkippedTokens,
+  kSkippedExtraKeys,
 };
 
 // Returns the key `k` names (exact, case-sensitive), kUnknown for any other.
@@ -118,6 +126,9 @@ inline MapKey LookupMapKey(std::string_view k) {
       {"base_block_idx", MapKey::kBaseBlockIdx},
       {"block_offsets", MapKey::kBlockOffsets},
       {"mm_keys", MapKey::kMmKeys},
+      {"skipped_parent_block_hash", MapKey::kSkippedParent},
+      {"skipped_token_ids", MapKey::kSkippedTokens},
+      {"skipped_extra_keys", MapKey::kSkippedExtraKeys},
   };
   for (const auto& [name, key] : kKeys) {
     if (name.size() == k.size() && std::memcmp(name.data(), k.data(), k.size()) == 0) return key;

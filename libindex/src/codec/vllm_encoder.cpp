@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,21 +27,26 @@ void WriteEmbeds(Writer& w, const std::string& id) {
   w.Bin(digest);
 }
 
+// In vLLM's skipped-context form the salt travels in skipped_extra_keys (vLLM salts the request's
+// first block, which is a skipped one whenever the run does not start at the root).
+bool SaltInExtraKeys(const BlockStored& ev) {
+  return ev.scope.salt && !ev.block_hashes.empty() && !ev.wire.skipped_context;
+}
 bool HasExtraKeys(const BlockStored& ev) {
-  return (ev.scope.salt && !ev.block_hashes.empty()) || !ev.multimodal.empty();
+  return SaltInExtraKeys(ev) || !ev.multimodal.empty() || ev.wire.extra_keys_sent;
 }
 // A salt on an event without blocks cannot travel in extra_keys; vllm-map then sends it as
 // SGLang's metadata map (a kvindex choice: vLLM itself never salts an empty event).
 bool SaltInMetadata(const BlockStored& ev) { return ev.scope.salt && ev.block_hashes.empty(); }
 
-// vLLM's raw extra_keys: per block nil or (lora_name?, (mm_id, offset)..., cache_salt on the
-// first block); prompt-embeds keys go back to bin digests.
-void WriteExtraKeys(Writer& w, const BlockStored& ev) {
-  const size_t blocks = ev.block_hashes.size();
+// vLLM's raw extra_keys for `blocks` blocks: per block nil or (lora_name?, (mm_id, offset)...,
+// cache_salt on the first block when `salt`); prompt-embeds keys go back to bin digests.
+void WriteKeyList(Writer& w, size_t blocks, const BlockStored& ev,
+                  const std::vector<std::vector<MultimodalKey>>& multimodal, bool salt_first) {
   w.Array(blocks);
   for (size_t b = 0; b < blocks; ++b) {
-    const bool salt = b == 0 && ev.scope.salt.has_value();
-    const size_t mm = ev.multimodal.empty() ? 0 : ev.multimodal[b].size();
+    const bool salt = b == 0 && salt_first;
+    const size_t mm = b < multimodal.size() ? multimodal[b].size() : 0;
     const size_t count = (ev.scope.lora_name ? 1 : 0) + mm + (salt ? 1 : 0);
     if (count == 0) {
       w.Nil();
@@ -49,7 +55,7 @@ void WriteExtraKeys(Writer& w, const BlockStored& ev) {
     w.Array(count);
     if (ev.scope.lora_name) w.Str(*ev.scope.lora_name);
     for (size_t k = 0; k < mm; ++k) {
-      const MultimodalKey& key = ev.multimodal[b][k];
+      const MultimodalKey& key = multimodal[b][k];
       if (IsEmbedsKey(key)) continue;
       w.Array(2);
       w.Str(key.id);
@@ -57,10 +63,18 @@ void WriteExtraKeys(Writer& w, const BlockStored& ev) {
     }
     if (salt) w.Str(*ev.scope.salt);
     for (size_t k = 0; k < mm; ++k) {
-      const MultimodalKey& key = ev.multimodal[b][k];
+      const MultimodalKey& key = multimodal[b][k];
       if (IsEmbedsKey(key)) WriteEmbeds(w, key.id);
     }
   }
+}
+void WriteExtraKeys(Writer& w, const BlockStored& ev) {
+  WriteKeyList(w, ev.block_hashes.size(), ev, ev.multimodal, SaltInExtraKeys(ev));
+}
+
+// The chunks of a skipped-context event's token_ids that came as skipped_token_ids.
+size_t SkippedTokens(const BlockStored& ev) {
+  return ev.wire.skipped_context ? size_t{ev.block_offsets.front()} * *ev.scope.block_size : 0;
 }
 
 }  // namespace
@@ -103,19 +117,28 @@ void WriteVllmArrayEvent(Writer& w, const Event& event, bool v09) {
 void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes) {
   if (const auto* s = std::get_if<BlockStored>(&event)) {
     const bool extra = HasExtraKeys(*s);
+    const bool skipped = s->wire.skipped_context;
+    const bool offsets = !s->block_offsets.empty() && !skipped;
     const size_t n = 8 + (extra ? 1 : 0) + (s->scope.group ? 1 : 0) + (s->wire.spec_kind ? 1 : 0) +
                      (s->wire.sliding_window ? 1 : 0) + (s->wire.locality ? 1 : 0) +
                      (s->wire.ownership ? 1 : 0) + (s->wire.session_id ? 1 : 0) +
-                     (SaltInMetadata(*s) ? 1 : 0) + (s->block_offsets.empty() ? 0 : 1);
+                     (SaltInMetadata(*s) ? 1 : 0) + (offsets ? 1 : 0) +
+                     (skipped ? (s->parent ? 3 : 2) : 0);
+    const size_t split = SkippedTokens(*s);
+    const std::span<const TokenId> tokens(s->token_ids);
     w.Map(n);
     w.Str("type");
     w.Str("BlockStored");
     w.Str("block_hashes");
     WriteHashes(w, s->block_hashes, signed_hashes);
     w.Str("parent_block_hash");
-    WriteOptHash(w, s->parent, signed_hashes);
+    WriteOptHash(w, skipped ? s->wire.run_parent : s->parent, signed_hashes);
     w.Str("token_ids");
-    WriteStoredTokens(w, *s);
+    if (skipped) {
+      WriteTokens(w, tokens.subspan(split));
+    } else {
+      WriteStoredTokens(w, *s);
+    }
     w.Str("block_size");
     w.Uint(*s->scope.block_size);
     w.Str("lora_id");
@@ -152,13 +175,24 @@ void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes) {
       w.Str("session_id");
       w.Str(*s->wire.session_id);
     }
+    if (skipped) {
+      if (s->parent) {
+        w.Str("skipped_parent_block_hash");
+        WriteOptHash(w, s->parent, signed_hashes);
+      }
+      w.Str("skipped_token_ids");
+      WriteTokens(w, tokens.first(split));
+      w.Str("skipped_extra_keys");
+      WriteKeyList(w, s->block_offsets.front(), *s, s->skipped_multimodal,
+                   s->scope.salt.has_value());
+    }
     if (SaltInMetadata(*s)) {
       w.Str("metadata");
       w.Map(1);
       w.Str("cache_salt");
       w.Str(*s->scope.salt);
     }
-    if (!s->block_offsets.empty()) {
+    if (offsets) {
       w.Str("block_offsets");
       WriteBlockOffsets(w, s->block_offsets);
     }

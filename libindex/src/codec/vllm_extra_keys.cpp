@@ -79,6 +79,7 @@ bool Decoder::ReadExtraKeys(ExtraKeys& extra) {
   uint32_t n;
   if (!r_.ReadArray(n)) return TypeFail("extra_keys", "array or nil");
   extra.present = true;
+  extra.count = n;
   for (uint32_t b = 0; b < n; ++b) {
     const Type t = r_.PeekType();
     if (t == Type::kNil) {
@@ -126,11 +127,11 @@ bool Decoder::ReadExtraKeys(ExtraKeys& extra) {
   return true;
 }
 
-void Decoder::ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev) {
-  if (!extra.present) return;
+bool Decoder::ResolveExtraItems(ExtraKeys& extra, size_t blocks, BlockStored& ev,
+                                std::vector<std::vector<MultimodalKey>>& mm_out) {
   std::optional<std::string> salt;
   bool any_mm = false;
-  std::vector<std::vector<MultimodalKey>> mm(ev.block_hashes.size());
+  std::vector<std::vector<MultimodalKey>> mm(blocks);
   for (auto& [b, items] : extra.blocks) {
     for (ExtraItem& item : items) {
       switch (item.kind) {
@@ -156,15 +157,25 @@ void Decoder::ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev) {
       }
     }
   }
-  if (salt && !ev.scope.salt) ev.scope.salt = std::move(salt);
   if (any_mm) {
     // Pairs first, digests last: the order vLLM writes them in (and the encoder does).
     for (auto& keys : mm) {
       std::stable_partition(keys.begin(), keys.end(),
                             [](const MultimodalKey& k) { return !codec_internal::IsEmbedsKey(k); });
     }
-    ev.multimodal = std::move(mm);
+    mm_out = std::move(mm);
   }
+  if (!salt || ev.scope.salt) return false;
+  ev.scope.salt = std::move(salt);
+  return true;
+}
+
+void Decoder::ResolveExtraKeys(ExtraKeys& extra, BlockStored& ev) {
+  if (!extra.present) return;
+  const bool salt = ResolveExtraItems(extra, ev.block_hashes.size(), ev, ev.multimodal);
+  // The encoder writes extra_keys back for a salt or multimodal keys; anything else sent (nil
+  // entries, the LoRA name alone) is remembered so that the bytes come back the same.
+  ev.wire.extra_keys_sent = ev.multimodal.empty() && !salt;
 }
 
 }  // namespace kvindex::codec_internal

@@ -54,6 +54,17 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
         break;
       case MapKey::kBlockOffsets: ok = ReadBlockOffsets(f.block_offsets); break;
       case MapKey::kMmKeys: ok = ReadMmKeys(f.mm_segments); break;
+      case MapKey::kSkippedParent:
+        ok = ReadOptHash("skipped_parent_block_hash", f.skipped_parent);
+        break;
+      case MapKey::kSkippedTokens:
+        f.has_skipped_tokens = !r_.TryNil();
+        if (f.has_skipped_tokens) ok = ReadTokens("skipped_token_ids", f.skipped_tokens);
+        break;
+      case MapKey::kSkippedExtraKeys:
+        f.skipped_extra = ExtraKeys{};
+        ok = ReadExtraKeys(f.skipped_extra);
+        break;
       case MapKey::kBlockSize: ok = ReadOptU32("block_size", f.block_size); break;
       case MapKey::kLoraId: ok = ReadOptI64("lora_id", f.lora_id); break;
       case MapKey::kMedium: ok = ReadOptTier("medium", f.tier, f.tier_spelling); break;
@@ -202,8 +213,61 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
   wire->tier_spelling = std::move(f.tier_spelling);
   if (stored != nullptr) {
     ResolveExtraKeys(f.extra, *stored);
+    if (!rfc && !ApplySkippedContext(f, *stored)) return false;
     return CheckBlockOffsets(*stored);
   }
+  return true;
+}
+
+bool Decoder::ApplySkippedContext(MapFields& f, BlockStored& ev) {
+  const bool any = f.has_skipped_tokens || f.skipped_parent || f.skipped_extra.present;
+  if (!any) return true;
+  if (!f.has_skipped_tokens || f.skipped_tokens.empty()) {
+    return Fail(StatusCode::kMalformed, "skipped_token_ids",
+                "missing while skipped_parent_block_hash or skipped_extra_keys is set");
+  }
+  if (!ev.block_offsets.empty()) {
+    return Fail(StatusCode::kMalformed, "skipped_token_ids", "sent together with block_offsets");
+  }
+  if (ev.wire.eagle_next) {
+    return Fail(StatusCode::kUnsupported, "skipped_token_ids",
+                "skipped context on EAGLE bigram token_ids");
+  }
+  const uint32_t bs = *ev.scope.block_size;  // BuildMapEvent required it
+  const size_t skipped = f.skipped_tokens.size();
+  if (bs == 0 || skipped % bs != 0) {
+    // vLLM sends a span ending inside a block only for a partial block (hash block size below the
+    // group's), which kvindex does not index.
+    return Fail(StatusCode::kUnsupported, "skipped_token_ids",
+                std::to_string(skipped) + " tokens are not whole blocks of " + std::to_string(bs));
+  }
+  const size_t chunks = skipped / bs;
+  if (ev.block_hashes.empty() || ev.token_ids.size() != ev.block_hashes.size() * bs) {
+    return Fail(StatusCode::kMalformed, "token_ids",
+                std::to_string(ev.token_ids.size()) + " tokens for " +
+                    std::to_string(ev.block_hashes.size()) + " blocks of " + std::to_string(bs) +
+                    " after skipped context");
+  }
+  if (f.skipped_extra.present && f.skipped_extra.count != chunks) {
+    return Fail(StatusCode::kMalformed, "skipped_extra_keys",
+                std::to_string(f.skipped_extra.count) + " entries for " + std::to_string(chunks) +
+                    " skipped blocks");
+  }
+  // The run's blocks are chunks `chunks`.. of the skipped tokens followed by the run's own.
+  ev.wire.skipped_context = true;
+  ev.wire.run_parent = ev.parent;
+  ev.parent = f.skipped_parent;
+  ev.token_ids.insert(ev.token_ids.begin(), f.skipped_tokens.begin(), f.skipped_tokens.end());
+  ev.block_offsets.resize(ev.block_hashes.size());
+  for (size_t i = 0; i < ev.block_offsets.size(); ++i) {
+    ev.block_offsets[i] = static_cast<uint32_t>(chunks + i);
+  }
+  if (f.skipped_extra.present) {
+    ResolveExtraItems(f.skipped_extra, chunks, ev, ev.skipped_multimodal);
+  }
+  // In this form the salt travels in skipped_extra_keys, so the run's extra_keys are written back
+  // whenever they were sent.
+  ev.wire.extra_keys_sent = f.extra.present && ev.multimodal.empty();
   return true;
 }
 

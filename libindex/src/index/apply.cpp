@@ -110,6 +110,8 @@ bool PrefixIndex::Impl::KeyStored(const BlockStored& ev, const StoredPlan& plan,
       LocalBlockHash local = HashBlockTokens(all.subspan(c * bs, bs), seed);
       if (hashed && i < mm && !ev.multimodal[i].empty()) {
         local = MixMultimodalKeys(local, ev.multimodal[i], seed);
+      } else if (!hashed && c < ev.skipped_multimodal.size() && !ev.skipped_multimodal[c].empty()) {
+        local = MixMultimodalKeys(local, ev.skipped_multimodal[c], seed);
       }
       prev = ChainPrefixHash(prev, local, seed);
       if (!hashed) continue;

@@ -60,31 +60,65 @@ bool SparseHashes(size_t chunk, size_t run_end) {
 
 }  // namespace
 
-BlockStored FakeCache::SparseMirror(const std::vector<TokenId>& tokens,
-                                    const std::vector<PrefixHash>& chain, size_t from, size_t to,
-                                    std::vector<bool>& held) const {
+BlockStored FakeCache::MambaEvent(const std::vector<TokenId>& tokens,
+                                  const std::vector<PrefixHash>& chain, size_t begin,
+                                  size_t end) const {
   const uint32_t bs = style_.block_size;
-  // The event starts right after the last chunk the group holds (its parent): token_ids cover
-  // every chunk from there on, block_offsets name the chunks hashed.
-  size_t start = from;
-  while (start > 0 && !held[start - 1]) --start;
   BlockStored m;
   // The Mamba group's chunks carry group 0's engine hashes, as vLLM publishes them.
-  if (start > 0) m.parent = FakeEngineHash(chain[start - 1]);
-  m.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(start * bs),
-                     tokens.begin() + static_cast<ptrdiff_t>(to * bs));
-  for (size_t c = from; c < to; ++c) {
-    if (!SparseHashes(c, to)) continue;
-    m.block_hashes.push_back(FakeEngineHash(chain[c]));
-    m.block_offsets.push_back(static_cast<uint32_t>(c - start));
-    held[c] = true;
-  }
+  if (begin > 0) m.parent = FakeEngineHash(chain[begin - 1]);
+  m.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(begin * bs),
+                     tokens.begin() + static_cast<ptrdiff_t>(end * bs));
   m.tier = style_.tier;
   m.scope.block_size = bs;
   m.scope.model = style_.model;
   m.scope.group = kSparseGroup;
   m.wire.spec_kind = "mamba";
   return m;
+}
+
+void FakeCache::SparseMirror(const std::vector<TokenId>& tokens,
+                             const std::vector<PrefixHash>& chain, size_t from, size_t to,
+                             std::vector<bool>& held, std::vector<Event>& out) const {
+  // The context starts right after the last chunk the group holds (its parent).
+  size_t start = from;
+  while (start > 0 && !held[start - 1]) --start;
+  if (!style_.skipped_context) {
+    // block_offsets: one event whose token_ids cover every chunk from there on.
+    BlockStored m = MambaEvent(tokens, chain, start, to);
+    for (size_t c = from; c < to; ++c) {
+      if (!SparseHashes(c, to)) continue;
+      m.block_hashes.push_back(FakeEngineHash(chain[c]));
+      m.block_offsets.push_back(static_cast<uint32_t>(c - start));
+      held[c] = true;
+    }
+    out.push_back(std::move(m));
+    return;
+  }
+  // Skipped context: one event per run of consecutive kept chunks; the chunks between the last one
+  // announced and the run travel as skipped context, chained from the last one announced.
+  size_t announced = start;
+  for (size_t c = from; c < to;) {
+    if (!SparseHashes(c, to)) {
+      ++c;
+      continue;
+    }
+    size_t e = c;
+    while (e < to && SparseHashes(e, to)) ++e;
+    BlockStored m = MambaEvent(tokens, chain, announced, e);
+    for (size_t k = c; k < e; ++k) {
+      m.block_hashes.push_back(FakeEngineHash(chain[k]));
+      if (announced < c) m.block_offsets.push_back(static_cast<uint32_t>(k - announced));
+      held[k] = true;
+    }
+    if (announced < c) {
+      m.wire.skipped_context = true;
+      m.wire.run_parent = FakeEngineHash(chain[c - 1]);
+    }
+    out.push_back(std::move(m));
+    announced = e;
+    c = e;
+  }
 }
 
 void FakeCache::Reset() {
@@ -102,7 +136,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
   const size_t n = chain.size();
   if (n == 0) return;
   std::vector<bool> present(n);
-  std::vector<bool> held(n);  // vllm-hybrid-sparse: the chunks the Mamba group holds
+  std::vector<bool> held(n);  // vllm-hybrid-sparse/-skipped: the chunks the Mamba group holds
   std::unordered_set<uint64_t> prompt;
   size_t missing = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -185,7 +219,7 @@ void FakeCache::Serve(const std::vector<TokenId>& tokens, std::vector<Event>& ou
         stored.wire.spec_kind = "full_attention";
         out.push_back(stored);
         if (style_.sparse) {
-          out.push_back(SparseMirror(tokens, chain, from, to, held));
+          SparseMirror(tokens, chain, from, to, held, out);
         } else {
           out.push_back(InSlidingGroup(std::move(stored), bs));
         }

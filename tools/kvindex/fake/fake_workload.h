@@ -36,6 +36,9 @@ struct FakeEventStyle {
   // vllm-hybrid-sparse: group 1 is a Mamba group that keeps state only at some chunks, and its
   // events announce them with block_offsets (kSparseSkipEvery).
   bool sparse = false;
+  // vllm-hybrid-skipped: the same Mamba group, announcing each run of consecutive chunks it keeps
+  // as its own event, with the chunks before it as skipped context (event.h).
+  bool skipped_context = false;
 };
 
 // vllm-hybrid-sparse's Mamba group: group 1. It hashes every chunk of a stored run except each
@@ -70,12 +73,16 @@ class FakeCache {
   struct Entry {
     EngineHash engine;
     std::list<uint64_t>::iterator pos;
-    bool sparse_held = false;  // vllm-hybrid-sparse: the Mamba group holds this chunk too
+    bool sparse_held = false;  // vllm-hybrid-sparse/-skipped: the Mamba group holds this chunk too
   };
-  // vllm-hybrid-sparse: the Mamba group's mirror of group 0's run [from, to) of `chain`; `held`
-  // says which chunks the group holds (updated for the chunks this event hashes).
-  BlockStored SparseMirror(const std::vector<TokenId>& tokens, const std::vector<PrefixHash>& chain,
-                           size_t from, size_t to, std::vector<bool>& held) const;
+  // vllm-hybrid-sparse/-skipped: the Mamba group's mirror of group 0's run [from, to) of `chain`
+  // (one event, or one per run of kept chunks), appended to `out`; `held` says which chunks the
+  // group holds (updated for the chunks the events hash).
+  void SparseMirror(const std::vector<TokenId>& tokens, const std::vector<PrefixHash>& chain,
+                    size_t from, size_t to, std::vector<bool>& held, std::vector<Event>& out) const;
+  // A Mamba-group event whose tokens start after chunk `begin - 1` (its parent) and end at `end`.
+  BlockStored MambaEvent(const std::vector<TokenId>& tokens, const std::vector<PrefixHash>& chain,
+                         size_t begin, size_t end) const;
   uint32_t capacity_;
   FakeEventStyle style_;
   std::list<uint64_t> lru_;  // prefix hashes, most recent first

@@ -41,7 +41,8 @@ std::string SourceFormatHint(WireFormat f) {
 FakeEventStyle EngineStyle(const PublishFakeOptions& o, WireFormat format) {
   FakeEventStyle style;
   style.block_size = o.synth.block_size;
-  style.sparse = o.format == "vllm-hybrid-sparse";
+  style.skipped_context = o.format == "vllm-hybrid-skipped";
+  style.sparse = o.format == "vllm-hybrid-sparse" || style.skipped_context;
   style.hybrid = o.format == "vllm-hybrid" || style.sparse;
   switch (format) {
     case WireFormat::kVllmV09:

@@ -114,8 +114,9 @@ Status CheckOptions(const PublishFakeOptions& o) {
 
 Status RunPublishFake(const PublishFakeOptions& o) {
   KVINDEX_RETURN_IF_ERROR(CheckOptions(o));
-  // vllm-hybrid(-sparse): the vllm-map wire, events of a hybrid model's two KV-cache groups.
-  const bool hybrid = o.format == "vllm-hybrid" || o.format == "vllm-hybrid-sparse";
+  // vllm-hybrid(-sparse, -skipped): the vllm-map wire, events of a hybrid model's two KV-cache
+  // groups.
+  const bool hybrid = o.format.starts_with("vllm-hybrid");
   KVINDEX_ASSIGN_OR_RETURN(WireFormat format, ParseWireFormat(hybrid ? "vllm-map" : o.format));
   ReplayStyle style = DefaultReplayStyle(format);
   if (!o.replay_style.empty()) {
@@ -166,10 +167,12 @@ CLI::Validator ConnectHost() {
 void AddSourceFlags(CLI::App* cmd, PublishFakeOptions& o) {
   cmd->add_option("--format", o.format,
                   "Wire format: vllm-v0.9, vllm, vllm-map, sglang, mooncake, mooncake-seed, "
-                  "sglang-eagle, trtllm, lmcache, vllm-hybrid, vllm-hybrid-sparse")
+                  "sglang-eagle, trtllm, lmcache, vllm-hybrid, vllm-hybrid-sparse, "
+                  "vllm-hybrid-skipped")
       ->check(
           CLI::IsMember({"vllm-v0.9", "vllm", "vllm-map", "sglang", "mooncake", "mooncake-seed",
-                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid", "vllm-hybrid-sparse"}))
+                         "sglang-eagle", "trtllm", "lmcache", "vllm-hybrid", "vllm-hybrid-sparse",
+                         "vllm-hybrid-skipped"}))
       ->capture_default_str();
   cmd->add_option("--replay-style", o.replay_style,
                   "Replay reply layout: vllm, vllm-topic, mooncake (default: the format's own)")

@@ -126,7 +126,7 @@ void SimulatedSubscriber::Probe(const After& after, const FakeBatch& item) {
   prompts.push_back(probe_unseen_);
   for (const auto& p : prompts) {
     queries_->Write(o_.model, p, after, model_.Expect(p));
-    if (o_.format != "vllm-hybrid-sparse") continue;
+    if (o_.format != "vllm-hybrid-sparse" && o_.format != "vllm-hybrid-skipped") continue;
     // The sparse Mamba group: the same prompt in that group, then the prefix every group holds
     // (the prompt cut where the group's match on the first instance ends), asked in each group.
     const nlohmann::json sparse = model_.Expect(p, kSparseGroup);

@@ -58,6 +58,15 @@ struct WireDetails {
   // item of the last pair (the token after the event's last block). Present exactly when the
   // event came as pairs; the event's token_ids hold the first item of every pair.
   std::optional<TokenId> eagle_next;
+  // vLLM's skipped-context form (a sparse group's run of blocks after chunks it did not store):
+  // the event's `parent` is skipped_parent_block_hash, its token_ids begin with
+  // skipped_token_ids (block_offsets[0] chunks), and this is the parent_block_hash as sent (the
+  // engine hash of the chunk just before the run, which the group never announced).
+  bool skipped_context = false;
+  std::optional<EngineHash> run_parent;
+  // extra_keys were sent although they carry nothing kvindex keeps (nil entries, or the LoRA
+  // name only); the encoder then writes them back.
+  bool extra_keys_sent = false;
 
   friend bool operator==(const WireDetails&, const WireDetails&) = default;
 };
@@ -77,6 +86,10 @@ struct BlockStored {
   // block_size chunk of token_ids that block_hashes[i] holds (vLLM block_offsets, sparse groups
   // such as Mamba in align mode). Strictly increasing.
   std::vector<uint32_t> block_offsets;
+  // Sparse events only: empty, or one entry per chunk before block_offsets[0] (the chunks of
+  // vLLM's skipped_token_ids): the multimodal items touching those chunks, which no block hash of
+  // this event covers but which the chain runs through.
+  std::vector<std::vector<MultimodalKey>> skipped_multimodal;
   WireDetails wire;
 
   friend bool operator==(const BlockStored&, const BlockStored&) = default;
