@@ -99,6 +99,7 @@ inline WireDetails WireFrom(const nlohmann::json& w) {
   wire.skipped_context = w.value("skipped_context", false);
   if (w.contains("run_parent")) wire.run_parent = EngineHash{U64(w["run_parent"])};
   wire.extra_keys_sent = w.value("extra_keys_sent", false);
+  wire.mm_keys = w.value("mm_keys", false);
   return wire;
 }
 

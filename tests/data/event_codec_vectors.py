@@ -22,6 +22,8 @@ this script's own rules:
           blocks' multimodal keys per skipped block, wire "skipped_context" and "run_parent" (the
           parent_block_hash as sent); "extra_keys_sent" when extra_keys came without
           multimodal keys
+  TensorRT-LLM mm_keys: per block the segments' (hash, start_offset) are the multimodal keys,
+          wire "mm_keys"; a segment's uuid is not kept
   Mooncake RFC: ts milliseconds / 1000; event_type wins over type; seq_hashes over block_hashes
 
 `encode` names the format whose encoder must reproduce the payload byte for byte (absent when
@@ -490,15 +492,35 @@ vec("trtllm native publisher: a removal and a clear", "trtllm",
     batch(TS, [removed([-7, -8], "GPU"), cleared()], dp_rank=1),
     encode="trtllm", hint="trtllm")
 
-vec("trtllm native publisher: a block with an mm_keys segment fails alone, empty lists are read",
-    "errors",
-    [TS, [map_stored([-5], None, [1, 2, 3, 4], 4, mm_keys=[[{"type": "mm_key", "hash": "ab12",
-                                                             "start_offset": 1, "uuid": None}]]),
+def mm_key(h, offset, **more):
+    return dict({"type": "mm_key", "hash": h, "start_offset": offset}, **more)
+
+
+vec("trtllm native publisher: mm_keys segments are the blocks' multimodal keys", "trtllm",
+    [TS, [map_stored([-5, -6], None, TOK8, 4, mm_keys=[[mm_key("ab12", 1)],
+                                                       [mm_key("cd34", 0), mm_key("ef56", 2)]]),
+          map_stored([-7], -6, [9, 10, 11, 12], 4, mm_keys=[[mm_key("ef56", 0)]])], 1],
+    batch(TS, [stored([-5, -6], None, TOK8, "GPU", scope={"block_size": 4},
+                      wire={"mm_keys": True},
+                      multimodal=[[["ab12", 1]], [["cd34", 0], ["ef56", 2]]]),
+               stored([-7], -6, [9, 10, 11, 12], "GPU", scope={"block_size": 4},
+                      wire={"mm_keys": True}, multimodal=[[["ef56", 0]]])], dp_rank=1),
+    encode="trtllm", hint="trtllm")
+
+vec("trtllm native publisher: mm_keys uuids are not kept, empty lists and nil carry nothing, "
+    "a wrong count or a segment without hash fails alone", "errors",
+    [TS, [map_stored([-5], None, [1, 2, 3, 4], 4, mm_keys=[[mm_key("ab12", 1, uuid="img-a")]]),
           map_stored([-6], None, [5, 6, 7, 8], 4, mm_keys=[[]]),
-          map_stored([-7], None, [9, 10, 11, 12], 4, mm_keys=None)], 1],
-    batch(TS, [stored([-6], None, [5, 6, 7, 8], "GPU", scope={"block_size": 4}),
+          map_stored([-7], None, [9, 10, 11, 12], 4, mm_keys=None),
+          map_stored([-8], None, [1, 2, 3, 4], 4, mm_keys=[[mm_key("ab12", 1)], []]),
+          map_stored([-9], None, [1, 2, 3, 4], 4, mm_keys=[[{"type": "mm_key",
+                                                             "start_offset": 1}]])], 1],
+    batch(TS, [stored([-5], None, [1, 2, 3, 4], "GPU", scope={"block_size": 4},
+                      wire={"mm_keys": True}, multimodal=[[["ab12", 1]]]),
+               stored([-6], None, [5, 6, 7, 8], "GPU", scope={"block_size": 4}),
                stored([-7], None, [9, 10, 11, 12], "GPU", scope={"block_size": 4})], dp_rank=1,
-          errors=[{"index": 0, "code": "unsupported"}]), hint="trtllm")
+          errors=[{"index": 3, "code": "malformed"}, {"index": 4, "code": "malformed"}]),
+    hint="trtllm")
 
 vec("lmcache connector: vllm positional BlockStored of a whole chunk, medium CPU", "lmcache",
     [TS, [["BlockStored", [801, 802], None, TOK8, 4, None, "CPU", None, None, None, None,

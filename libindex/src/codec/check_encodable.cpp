@@ -53,6 +53,7 @@ enum Field : uint32_t {
   kBlockOffsets = 1u << 21,
   kSkipped = 1u << 22,
   kExtraKeysSent = 1u << 23,
+  kMmKeys = 1u << 24,
 };
 
 struct FieldName {
@@ -84,6 +85,7 @@ constexpr FieldName kFieldNames[] = {
     {kBlockOffsets, "block_offsets"},
     {kSkipped, "skipped context"},
     {kExtraKeysSent, "extra_keys without keys"},
+    {kMmKeys, "mm_keys segments"},
 };
 
 uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
@@ -109,6 +111,7 @@ uint32_t PresentFields(const EventScopeFields& s, const WireDetails& w,
   if (w.session_id) bits |= kSessionId;
   if (w.eagle_next) bits |= kEagleNext;
   if (w.extra_keys_sent) bits |= kExtraKeysSent;
+  if (w.mm_keys) bits |= kMmKeys;
   if (tier) bits |= kTier;
   return bits;
 }
@@ -244,9 +247,12 @@ Status CheckEvent(const EventBatch& batch, size_t i, WireFormat format, bool& pa
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,
                                              kBlockSize | kLoraId | kTier | kLoraName | kSalt |
                                                  kMultimodal | kGroup | kSpecKind | kSlidingWindow |
-                                                 kLocality | kExtraKeysSent,
+                                                 kLocality | kExtraKeysSent | kMmKeys,
                                              format));
         KVINDEX_RETURN_IF_ERROR(RequireBlockSize(i, *s, format));
+        if (s->wire.mm_keys && s->multimodal.empty()) {
+          return Invalid(i, "mm_keys without multimodal keys");
+        }
         return CheckExtraKeys(i, *s, false);
       case WireFormat::kVllmMap:
         KVINDEX_RETURN_IF_ERROR(CheckAllowed(i, present,

@@ -386,6 +386,8 @@ class Decoder {
   // vLLM's skipped context (map events): turns a run of blocks after chunks the group did not
   // store into the sparse form kvindex indexes (event.h, WireDetails::skipped_context).
   bool ApplySkippedContext(MapFields& f, BlockStored& ev);
+  // TensorRT-LLM's mm_keys segments become the event's multimodal keys (wire.mm_keys).
+  bool ApplyMmKeys(MapFields& f, BlockStored& ev);
 
   // ---- SGLang, sglang_decoder.cpp ----
 
@@ -397,9 +399,9 @@ class Decoder {
                         std::optional<TokenId>& next);
   // vLLM block_offsets: nil, or strictly increasing u32 chunk indices, one per block hash.
   bool ReadBlockOffsets(std::vector<uint32_t>& out);
-  // TensorRT-LLM's mm_keys: nil, or one list of multimodal segments per block (nil or a list).
-  // The segments are not read: `any` says whether some block has one.
-  bool ReadMmKeys(bool& any);
+  // TensorRT-LLM's mm_keys: nil, or one list of multimodal segments per block (nil or a list),
+  // read as multimodal keys {hash, start_offset}; `any` says whether some block has one.
+  bool ReadMmKeys(std::vector<std::vector<MultimodalKey>>& out, bool& any);
   // A stored event's block_offsets, once the event is whole: one per block hash.
   bool CheckBlockOffsets(const BlockStored& ev) {
     if (ev.block_offsets.empty() || ev.block_offsets.size() == ev.block_hashes.size()) return true;

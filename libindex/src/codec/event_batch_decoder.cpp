@@ -256,6 +256,8 @@ WireFormat PickFormat(const EventBatch& batch, const Flags& flags, FormatHint hi
     order.push_back(WireFormat::kMooncake);
   }
   if (flags.any_map_event) order.push_back(WireFormat::kVllmMap);
+  // Only TensorRT-LLM's maps carry mm_keys, whatever the hint.
+  if (flags.any_map_event) order.push_back(WireFormat::kTrtllm);
   order.insert(order.end(), positional.begin(), positional.end());
   order.push_back(WireFormat::kVllmMap);
   order.push_back(WireFormat::kMooncake);

@@ -98,6 +98,7 @@ class EventSlots {
     w.skipped_context = false;
     w.run_parent.reset();
     w.extra_keys_sent = false;
+    w.mm_keys = false;
   }
   static void Empty(BlockStored& e) {
     e.block_hashes.clear();

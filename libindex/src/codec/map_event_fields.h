@@ -52,6 +52,7 @@ struct MapFields {
   std::optional<DpRank> dp_rank;
   std::optional<uint64_t> base_block_idx;
   bool mm_segments = false;  // TensorRT-LLM mm_keys naming a multimodal segment
+  std::vector<std::vector<MultimodalKey>> mm_keys;  // per block, as read
 };
 
 enum class MapKey : uint8_t {

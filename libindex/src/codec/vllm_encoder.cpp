@@ -32,8 +32,13 @@ void WriteEmbeds(Writer& w, const std::string& id) {
 bool SaltInExtraKeys(const BlockStored& ev) {
   return ev.scope.salt && !ev.block_hashes.empty() && !ev.wire.skipped_context;
 }
+// The multimodal keys extra_keys carry: none when they go in TensorRT-LLM's mm_keys.
+const std::vector<std::vector<MultimodalKey>>& ExtraMultimodal(const BlockStored& ev) {
+  static const std::vector<std::vector<MultimodalKey>> kNone;
+  return ev.wire.mm_keys ? kNone : ev.multimodal;
+}
 bool HasExtraKeys(const BlockStored& ev) {
-  return SaltInExtraKeys(ev) || !ev.multimodal.empty() || ev.wire.extra_keys_sent;
+  return SaltInExtraKeys(ev) || !ExtraMultimodal(ev).empty() || ev.wire.extra_keys_sent;
 }
 // A salt on an event without blocks cannot travel in extra_keys; vllm-map then sends it as
 // SGLang's metadata map (a kvindex choice: vLLM itself never salts an empty event).
@@ -69,7 +74,24 @@ void WriteKeyList(Writer& w, size_t blocks, const BlockStored& ev,
   }
 }
 void WriteExtraKeys(Writer& w, const BlockStored& ev) {
-  WriteKeyList(w, ev.block_hashes.size(), ev, ev.multimodal, SaltInExtraKeys(ev));
+  WriteKeyList(w, ev.block_hashes.size(), ev, ExtraMultimodal(ev), SaltInExtraKeys(ev));
+}
+
+// TensorRT-LLM's mm_keys: per block a list of {"type": "mm_key", "hash", "start_offset"}.
+void WriteMmKeys(Writer& w, const BlockStored& ev) {
+  w.Array(ev.multimodal.size());
+  for (const auto& keys : ev.multimodal) {
+    w.Array(keys.size());
+    for (const MultimodalKey& key : keys) {
+      w.Map(3);
+      w.Str("type");
+      w.Str("mm_key");
+      w.Str("hash");
+      w.Str(key.id);
+      w.Str("start_offset");
+      w.Int(key.offset);
+    }
+  }
 }
 
 // The chunks of a skipped-context event's token_ids that came as skipped_token_ids.
@@ -123,7 +145,7 @@ void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes) {
                      (s->wire.sliding_window ? 1 : 0) + (s->wire.locality ? 1 : 0) +
                      (s->wire.ownership ? 1 : 0) + (s->wire.session_id ? 1 : 0) +
                      (SaltInMetadata(*s) ? 1 : 0) + (offsets ? 1 : 0) +
-                     (skipped ? (s->parent ? 3 : 2) : 0);
+                     (skipped ? (s->parent ? 3 : 2) : 0) + (s->wire.mm_keys ? 1 : 0);
     const size_t split = SkippedTokens(*s);
     const std::span<const TokenId> tokens(s->token_ids);
     w.Map(n);
@@ -166,6 +188,10 @@ void WriteVllmMapEvent(Writer& w, const Event& event, bool signed_hashes) {
     if (s->wire.locality) {
       w.Str("locality");
       w.Str(*s->wire.locality);
+    }
+    if (s->wire.mm_keys) {
+      w.Str("mm_keys");
+      WriteMmKeys(w, *s);
     }
     if (s->wire.ownership) {
       w.Str("ownership");

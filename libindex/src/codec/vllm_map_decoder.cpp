@@ -53,7 +53,7 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
         if (!r_.TryNil()) ok = ReadStoredTokens("token_ids", f.token_ids, f.eagle_next);
         break;
       case MapKey::kBlockOffsets: ok = ReadBlockOffsets(f.block_offsets); break;
-      case MapKey::kMmKeys: ok = ReadMmKeys(f.mm_segments); break;
+      case MapKey::kMmKeys: ok = ReadMmKeys(f.mm_keys, f.mm_segments); break;
       case MapKey::kSkippedParent:
         ok = ReadOptHash("skipped_parent_block_hash", f.skipped_parent);
         break;
@@ -108,18 +108,41 @@ bool Decoder::DecodeMapEvent(EventSlots& out) {
   return true;
 }
 
-bool Decoder::ReadMmKeys(bool& any) {
+bool Decoder::ReadMmKeys(std::vector<std::vector<MultimodalKey>>& out, bool& any) {
   any = false;
+  out.clear();
   if (r_.TryNil()) return true;
   uint32_t n;
   if (!r_.ReadArray(n)) return TypeFail("mm_keys", "array or nil");
   for (uint32_t i = 0; i < n; ++i) {
+    std::vector<MultimodalKey>& keys = out.emplace_back();
     if (r_.TryNil()) continue;
     uint32_t m;
     if (!r_.ReadArray(m)) return TypeFail("mm_keys", "array or nil");
-    any |= m > 0;
     for (uint32_t j = 0; j < m; ++j) {
-      if (!Skip("mm_keys", kEventLevel + 2)) return false;
+      // {"type": "mm_key", "hash": str, "start_offset": int, "uuid": str?}; the uuid is not kept.
+      uint32_t k;
+      if (!r_.ReadMap(k)) return TypeFail("mm_keys", "map per segment");
+      std::optional<std::string> hash;
+      std::optional<int64_t> offset;
+      for (uint32_t f = 0; f < k; ++f) {
+        std::string_view key;
+        if (!r_.ReadStr(key)) return TypeFail("mm_keys", "string keys");
+        if (Eq(key, "hash")) {
+          if (!ReadOptStr("mm_keys.hash", hash)) return false;
+        } else if (Eq(key, "start_offset")) {
+          int64_t v = 0;
+          if (!ReadI64("mm_keys.start_offset", v)) return false;
+          offset = v;
+        } else if (!Skip("mm_keys", kEventLevel + 3)) {
+          return false;
+        }
+      }
+      if (!hash || !offset) {
+        return Fail(StatusCode::kMalformed, "mm_keys", "segment without hash or start_offset");
+      }
+      keys.push_back(MultimodalKey{std::move(*hash), *offset});
+      any = true;
     }
   }
   return true;
@@ -159,12 +182,6 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
   // vLLM and SGLang always send block_size; only RFC #1527 events may leave it out.
   if (kind == Kind::kStored && !rfc && !f.block_size) {
     return Fail(StatusCode::kMalformed, "block_size", "missing");
-  }
-  // Blocks holding a multimodal segment (TensorRT-LLM mm_keys) would be keyed by their
-  // placeholder tokens alone and could match another image's prompt: not indexed.
-  if (kind == Kind::kStored && f.mm_segments) {
-    return Fail(StatusCode::kUnsupported, "mm_keys",
-                "multimodal segments are not read (the blocks are not indexed)");
   }
   // The event is built in its slot; scope and wire fields move straight from the map's fields.
   EventScopeFields* scope;
@@ -213,9 +230,27 @@ bool Decoder::BuildMapEvent(MapFields& f, EventSlots& out, bool rfc) {
   wire->tier_spelling = std::move(f.tier_spelling);
   if (stored != nullptr) {
     ResolveExtraKeys(f.extra, *stored);
+    if (!rfc && !ApplyMmKeys(f, *stored)) return false;
     if (!rfc && !ApplySkippedContext(f, *stored)) return false;
     return CheckBlockOffsets(*stored);
   }
+  return true;
+}
+
+bool Decoder::ApplyMmKeys(MapFields& f, BlockStored& ev) {
+  if (!f.mm_segments) return true;  // nil, or only empty lists: nothing to key
+  if (!ev.multimodal.empty()) {
+    return Fail(StatusCode::kMalformed, "mm_keys", "sent together with multimodal extra_keys");
+  }
+  if (f.mm_keys.size() != ev.block_hashes.size()) {
+    return Fail(StatusCode::kMalformed, "mm_keys",
+                std::to_string(f.mm_keys.size()) + " lists for " +
+                    std::to_string(ev.block_hashes.size()) + " block hashes");
+  }
+  ev.multimodal = std::move(f.mm_keys);
+  ev.wire.mm_keys = true;
+  // extra_keys, when sent, no longer go back with the multimodal keys.
+  ev.wire.extra_keys_sent = f.extra.present && !(ev.scope.salt && !ev.block_hashes.empty());
   return true;
 }
 

@@ -67,6 +67,9 @@ struct WireDetails {
   // extra_keys were sent although they carry nothing kvindex keeps (nil entries, or the LoRA
   // name only); the encoder then writes them back.
   bool extra_keys_sent = false;
+  // The multimodal keys came as TensorRT-LLM's mm_keys segments ({hash, start_offset} per block),
+  // not in extra_keys.
+  bool mm_keys = false;
 
   friend bool operator==(const WireDetails&, const WireDetails&) = default;
 };
