@@ -250,6 +250,17 @@ TEST_CASE("Edge cases: the parser and the DOM reference agree") {
       R"({"model":"m","token_ids":[1]2})",
       R"({"token_ids":[1,2,3],"model":"m"})",
       R"({"token_ids":[1,2,3] , "model":"m","token_ids":[4]})",
+      // Exponents beyond the parser's range: zero and underflow are numbers, overflow is not.
+      "0e" + std::string(120, '9'),
+      " -0e99999 ",
+      "0e99999 5",
+      "0" + std::string(100, '9'),
+      R"({"model":"m","token_ids":[1],"x":0e99999999999999999999999})",
+      R"({"model":"m","token_ids":[1],"x":1e-99999999999999999999})",
+      R"({"model":"m","token_ids":[1],"x":[0e99999999999999999999999,1]})",
+      R"({"model":"m","token_ids":[1],"x":1e99999999999999999999})",
+      R"({"model":"m","token_ids":[1],"x":0e99999999999999999999999x})",
+      R"({"model":"m","token_ids":[1,9453GGG]})",
   };
   for (const std::string& body : bodies) {
     INFO(body);

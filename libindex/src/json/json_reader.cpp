@@ -6,9 +6,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <simdjson.h>
@@ -128,12 +133,58 @@ bool JsonReader::Impl::CutArray(std::string_view text, const JsonArrayHint& hint
   return true;
 }
 
+namespace {
+// simdjson refuses a number whose exponent is beyond its range even when the value is not (0e999
+// is 0; 1e-999 underflows to 0). nlohmann_json, whose reading the bodies have always had, takes
+// such a number through strtod and refuses only an overflow: read the same way here. `token` is
+// the raw token (it may run on past the number). Returns the characters read, 0 when refused.
+size_t StrtodFinite(std::string_view token, double& out) {
+  // RFC 8259's number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+  size_t end = 0;
+  const auto digits = [&] {
+    const size_t from = end;
+    while (end < token.size() && std::isdigit(static_cast<unsigned char>(token[end]))) ++end;
+    return end - from;
+  };
+  if (end < token.size() && token[end] == '-') ++end;
+  if (end < token.size() && token[end] == '0') {
+    ++end;
+  } else if (digits() == 0) {
+    return 0;
+  }
+  if (end < token.size() && token[end] == '.') {
+    ++end;
+    if (digits() == 0) return 0;
+  }
+  if (end < token.size() && (token[end] == 'e' || token[end] == 'E')) {
+    ++end;
+    if (end < token.size() && (token[end] == '+' || token[end] == '-')) ++end;
+    if (digits() == 0) return 0;
+  }
+  const std::string copy(token.substr(0, end));
+  char* stop = nullptr;
+  out = std::strtod(copy.c_str(), &stop);
+  return end > 0 && stop == copy.c_str() + end && std::isfinite(out) ? end : 0;
+}
+
+// StrtodFinite() on a value's raw token: the number must be the whole token (what follows it is
+// whitespace or a delimiter).
+bool WholeNumber(std::string_view token, double& out) {
+  const size_t n = StrtodFinite(token, out);
+  if (n == 0) return false;
+  if (n == token.size()) return true;
+  const char c = token[n];
+  return c == ',' || c == ']' || c == '}' || c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+}  // namespace
+
 bool JsonReader::Impl::Number(od::value& v, JsonNumber* out) {
   const std::string_view token = v.raw_json_token();
   od::number n;
   if (const error_code e = v.get_number().get(n); e != simdjson::SUCCESS) {
     // An integer beyond 64 bits is still a number (a float, as nlohmann reads it).
-    if (e != simdjson::NUMBER_ERROR || v.get_double().get(out->d) != simdjson::SUCCESS) {
+    if (e != simdjson::NUMBER_ERROR || (v.get_double().get(out->d) != simdjson::SUCCESS &&
+                                        !WholeNumber(token, out->d))) {
       return Fail(e);
     }
     bool integer = true;
@@ -350,6 +401,20 @@ bool JsonReader::Impl::ValidateRoot() {
     case od::json_type::number: {
       double d = 0;
       e = doc->get_double().get(d);
+      if (e == simdjson::NUMBER_ERROR) {
+        // Read as nlohmann reads it; the document did not move past it, so the end is checked
+        // here as for a literal.
+        constexpr std::string_view kSpace = " \t\r\n";
+        const std::string_view text(base, size);
+        const size_t i = text.find_first_not_of(kSpace);
+        const size_t n = i == std::string_view::npos ? 0 : StrtodFinite(text.substr(i), d);
+        if (n == 0) return Fail(e);
+        literal_root = true;
+        const size_t after = text.find_first_not_of(kSpace, i + n);
+        if (after == std::string_view::npos) return true;
+        error = JsonError{JsonError::Kind::kTrailing, OffsetOf(base + after), "text after the value"};
+        return false;
+      }
       break;
     }
     case od::json_type::boolean:
