@@ -25,4 +25,23 @@ assert any(0 < len(a["query"]["token_ids"]) == longest(a) == longest(b) for a, b
     "no query for the prefix every group holds"
 PYEOF
 done
+
+# --dump shows each event's group, and the sparse form of group 1's stored events: a
+# skipped-context run is its consecutive chunks after the skipped ones, tokens from the parent on.
+run "$KVINDEX" replay "$TMP/skipped.kvcap" --dump
+expect_status 0 "replay --dump of the skipped-context capture"
+cp "$stdout_file" "$TMP/skipped.dump"
+"$PY" - "$TMP/skipped.dump" >"$TMP/dump.check" 2>&1 <<'PYEOF' || fail "dump: $(cat "$TMP/dump.check")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+stored = [l for l in lines if l["type"] == "stored"]
+assert {l.get("group") for l in stored} == {0, 1}, "groups %r" % {l.get("group") for l in stored}
+runs = [l for l in stored if l.get("group") == 1 and "block_offsets" in l]
+assert runs, "no group-1 event with block_offsets"
+for l in runs:
+    o = l["block_offsets"]
+    assert o[0] > 0 and o == list(range(o[0], o[0] + len(o))), o
+    assert len(l["token_ids"]) == (o[-1] + 1) * 4 and len(o) == len(l["block_hashes"]), l
+assert not any("block_offsets" in l for l in stored if l.get("group") == 0)
+PYEOF
 finish

@@ -67,10 +67,14 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
                              : (source.block_size ? json(source.block_size) : json(nullptr));
     line["tier"] = std::string(stored->tier.value_or(Tier::Gpu()).name());
     if (stored->wire.object_key) line["key"] = *stored->wire.object_key;
+    if (stored->scope.group) line["group"] = *stored->scope.group;
+    // A sparse event: token_ids run from the parent on, block_offsets name each hash's chunk.
+    if (!stored->block_offsets.empty()) line["block_offsets"] = stored->block_offsets;
   } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
     line["type"] = "removed";
     line["block_hashes"] = HashList(removed->block_hashes);
     line["tier"] = std::string(removed->tier.value_or(Tier::Gpu()).name());
+    if (removed->scope.group) line["group"] = *removed->scope.group;
   } else if (const auto* cleared = std::get_if<AllCleared>(&event)) {
     line["type"] = "cleared";
     line["block_hashes"] = json::array();
