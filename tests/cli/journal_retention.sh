@@ -4,7 +4,8 @@
 # the oldest records (the source definitions first); a replica that joins afterwards starts from
 # the snapshot and answers every final query publish-fake expects exactly; a replica of the stream
 # without snapshots says what it could not apply (skipped sequences in /healthz, /metrics and its
-# log) instead of serving as if complete. Uses a real nats-server.
+# log) instead of serving as if complete. Last, an ingester given other limits updates the existing
+# stream's. Uses a real nats-server.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 . "$(dirname "$0")/publish_fake_lib.bash"
@@ -76,4 +77,31 @@ assert h["blocks"] == 0, h' "$first_b" || fail "replica b says what it lacks"
 http_json "$http_rb" /metrics | grep -q "^kvindex_journal_skipped_seqs $((first_b - 1))\$" || fail "replica b metrics"
 grep -q "the journal no longer holds seq 1\.\.$((first_b - 1)) ($((first_b - 1)) records dropped" "$TMP/rep-kvret2.err" \
   || fail "replica b log"
+
+# An ingester given other limits on an existing stream changes them (said in its log); one given
+# none leaves them.
+http_c=$(free_ports 1)
+"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret2 \
+  --journal-max-bytes 80000 --journal-max-age 7200 --http "127.0.0.1:$http_c" --stats-interval 0 \
+  >"$TMP/c.out" 2>"$TMP/c.err" &
+ing_c=$!
+PIDS+=("$ing_c")
+wait_log "$TMP/c.err" "journal stream 'kvret2': retention changed from max age 3600 s, max bytes 40000 to max age 7200 s, max bytes 80000" \
+  || fail "ingester c did not change the retention: $(cat "$TMP/c.err")"
+kill -TERM "$ing_c"
+wait "$ing_c" || fail "ingester c exit"
+"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret2 \
+  --http "127.0.0.1:$http_c" --stats-interval 0 >"$TMP/d.out" 2>"$TMP/d.err" &
+ing_d=$!
+PIDS+=("$ing_d")
+wait_port "$http_c" || fail "ingester d did not serve"
+wait_acked "$http_c" none || fail "ingester d journal state"
+kill -TERM "$ing_d"
+wait "$ing_d" || fail "ingester d exit"
+grep -q "retention changed" "$TMP/d.err" && fail "ingester d changed the retention"
+"$PY" -c "$JS_PY"$'\n''
+import sys
+config = api(sys.argv[1], "STREAM.INFO.kvret2")["config"]
+assert config["max_bytes"] == 80000 and config["max_age"] == 7200 * 10**9, config' "$nats" \
+  || fail "stream kvret2 limits after the update"
 finish

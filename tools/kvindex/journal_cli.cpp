@@ -38,12 +38,13 @@ void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_f
                     "in a JetStream cluster)")
         ->check(CLI::Range(1, 5));
     cmd->add_option("--journal-max-age", options.max_age_s,
-                    "When --journal creates the stream: JetStream drops records older than S "
-                    "seconds (default: never; at least 1)")
+                    "The stream's age limit, set when --journal creates it or changed on an existing "
+                    "one: JetStream drops records older than S seconds (default: never; at least 1)")
         ->check(cli::RealIn(1.0, cli::kMaxSeconds, /*zero_ok=*/false));
     cmd->add_option("--journal-max-bytes", options.max_bytes,
-                    "When --journal creates the stream: JetStream drops the oldest records beyond "
-                    "B bytes (default: no limit)")
+                    "The stream's size limit, set when --journal creates it or changed on an "
+                    "existing one: JetStream drops the oldest records beyond B bytes (default: no "
+                    "limit)")
         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
     cmd->add_option("--snapshot-to-journal", options.snapshot_every_s,
                     "Every S seconds write a snapshot of the index into the journal's snapshot "

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "kvindex/core/address.h"
+#include "kvindex/core/log.h"
 
 namespace kvindex {
 
@@ -123,10 +125,67 @@ Status EnsureStream(jsCtx* js, const JournalOptions& options) {
   return EnsureStreamNamed(js, options.stream, options, /*snapshots=*/false);
 }
 
+namespace {
+
+// An existing journal stream takes the retention limits given to this ingester when they differ
+// from its own (JetStream applies a lower limit at once, dropping the oldest records).
+Status UpdateRetention(jsCtx* js, const std::string& name, const JournalOptions& options) {
+  jsStreamInfo* info = nullptr;
+  jsErrCode err = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&info, js, name.c_str(), nullptr, &err);
+  if (s != NATS_OK || info == nullptr || info->Config == nullptr) {
+    if (info != nullptr) jsStreamInfo_Destroy(info);
+    return NatsError(StatusCode::kUnavailable, "stream info of '" + name + "'", s);
+  }
+  jsStreamConfig& config = *info->Config;
+  const int64_t age =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.max_age).count();
+  const bool age_differs = age > 0 && config.MaxAge != age;
+  const bool bytes_differ = options.max_bytes > 0 && config.MaxBytes != options.max_bytes;
+  if (!age_differs && !bytes_differ) {
+    jsStreamInfo_Destroy(info);
+    return Status::Ok();
+  }
+  const int64_t old_age = config.MaxAge, old_bytes = config.MaxBytes;
+  if (age_differs) {
+    config.MaxAge = age;
+    config.Duplicates = std::min(config.Duplicates, age);  // may not exceed the age limit
+  }
+  if (bytes_differ) config.MaxBytes = options.max_bytes;
+  const int64_t new_age = config.MaxAge, new_bytes = config.MaxBytes;
+  jsStreamInfo* updated = nullptr;
+  s = js_UpdateStream(&updated, js, &config, nullptr, &err);
+  if (updated != nullptr) jsStreamInfo_Destroy(updated);
+  jsStreamInfo_Destroy(info);
+  if (s != NATS_OK) {
+    std::string what = "update the retention of stream '" + name + "'";
+    if (err != 0) what += " (JetStream error " + std::to_string(static_cast<int>(err)) + ")";
+    return NatsError(StatusCode::kUnavailable, what, s);
+  }
+  const auto limit = [](int64_t v, const char* unit, int64_t scale) {
+    return v > 0 ? std::to_string(v / scale) + unit : std::string("none");
+  };
+  Log(LogLevel::kInfo, "journal stream '" + name + "': retention changed from max age " +
+                           limit(old_age, " s", 1000000000) + ", max bytes " +
+                           limit(old_bytes, "", 1) + " to max age " +
+                           limit(new_age, " s", 1000000000) + ", max bytes " +
+                           limit(new_bytes, "", 1));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status EnsureStreamNamed(jsCtx* js, const std::string& name, const JournalOptions& options,
                          bool snapshots) {
   Result<uint64_t> last = StreamLastSeq(js, name);
-  if (last.ok()) return Status::Ok();
+  if (last.ok()) {
+    if (snapshots) return Status::Ok();
+    // A stream that keeps its old limits still journals: said, not fatal.
+    if (const Status updated = UpdateRetention(js, name, options); !updated.ok()) {
+      Log(LogLevel::kWarn, "journal stream '" + name + "': " + updated.message());
+    }
+    return Status::Ok();
+  }
   if (last.status().code() != StatusCode::kNotFound) return last.status();
   const std::string subjects = name + ".>";
   const char* subject_list[] = {subjects.c_str()};
