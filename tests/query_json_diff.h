@@ -174,6 +174,17 @@ inline Status ParseScope(const json& j, const char* model_key, QueryRequest& req
     }
     request.match.block_size = static_cast<uint32_t>(bs.get<int64_t>());
   }
+  const bool group = Present(j, "group"), group_idx = Present(j, "group_idx");
+  if (group && group_idx) return Bad("group and group_idx name one field: give one of them");
+  request.match.group = 0;
+  if (group || group_idx) {
+    const json& g = j.at(group ? "group" : "group_idx");
+    if (!g.is_number_integer() || g.get<int64_t>() < 0 ||
+        g.get<int64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return Bad("group: expected a KV-cache group index from 0 to 4294967295");
+    }
+    request.match.group = static_cast<uint32_t>(g.get<int64_t>());
+  }
   return Status::Ok();
 }
 

@@ -261,6 +261,17 @@ TEST_CASE("Edge cases: the parser and the DOM reference agree") {
       R"({"model":"m","token_ids":[1],"x":1e99999999999999999999})",
       R"({"model":"m","token_ids":[1],"x":0e99999999999999999999999x})",
       R"({"model":"m","token_ids":[1,9453GGG]})",
+      // The KV-cache group, under either name.
+      R"({"model":"m","token_ids":[1],"group":1})",
+      R"({"model":"m","token_ids":[1],"group_idx":4294967295})",
+      R"({"model":"m","token_ids":[1],"group":4294967296})",
+      R"({"model":"m","token_ids":[1],"group":-1})",
+      R"({"model":"m","token_ids":[1],"group":1.0})",
+      R"({"model":"m","token_ids":[1],"group":"1"})",
+      R"({"model":"m","token_ids":[1],"group":null,"group_idx":2})",
+      R"({"model":"m","token_ids":[1],"group":1,"group_idx":1})",
+      R"({"model":"m","token_ids":[1],"group_idx":"a","group":2,"group_idx":null})",
+      R"({"model":"m","block_hash":[1],"group_idx":"a"})",
   };
   for (const std::string& body : bodies) {
     INFO(body);

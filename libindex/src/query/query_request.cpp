@@ -39,7 +39,7 @@ struct IdsField {
 
 struct Fields {
   StringField model, model_name, lora_name, instance_id;
-  IntField lora_id, block_size, group;
+  IntField lora_id, block_size, group, group_idx;
   StringField tenant, salt;  // kGood: a string or an integer, in decimal
   IdsField tokens, block_hash, seq_hashes;
   std::vector<TokenId> token_ids;
@@ -58,6 +58,7 @@ struct Fields {
     lora_id = {};
     block_size = {};
     group = {};
+    group_idx = {};
     tokens = {};
     block_hash = {};
     seq_hashes = {};
@@ -178,7 +179,8 @@ class BodyFields final : public JsonFieldVisitor {
     if (key == "tenant_id") return ReadStringOrInt(value, kind, f_.tenant);
     if (key == "cache_salt") return ReadStringOrInt(value, kind, f_.salt);
     if (key == "block_size") return ReadInt(value, kind, f_.block_size);
-    if (key == "group" || key == "group_idx") return ReadInt(value, kind, f_.group);
+    if (key == "group") return ReadInt(value, kind, f_.group);
+    if (key == "group_idx") return ReadInt(value, kind, f_.group_idx);
     if (key == "instance_id") return ReadString(value, kind, f_.instance_id);
     if (key == "instances") return ReadInstances(value, kind);
     if (key == "model_name") return ReadString(value, kind, f_.model_name);
@@ -199,7 +201,8 @@ class BodyFields final : public JsonFieldVisitor {
     if (key == "instance_id") f_.instance_id = {};
     if (key == "lora_id") f_.lora_id = {};
     if (key == "block_size") f_.block_size = {};
-    if (key == "group" || key == "group_idx") f_.group = {};
+    if (key == "group") f_.group = {};
+    if (key == "group_idx") f_.group_idx = {};
     if (key == "tenant_id") f_.tenant = {};
     if (key == "cache_salt") f_.salt = {};
     if (key == "token_ids") f_.tokens = {};
@@ -363,12 +366,16 @@ Status ScopeFrom(const Fields& f, const StringField& model, std::string_view mod
     request.match.block_size = static_cast<uint32_t>(f.block_size.value);
   }
   request.match.group = 0;  // group 0 (full attention) unless the body names one
-  if (f.group.seen != Seen::kAbsent) {
-    if (f.group.seen == Seen::kOther || f.group.value < 0 ||
-        f.group.value > std::numeric_limits<uint32_t>::max()) {
+  if (f.group.seen != Seen::kAbsent && f.group_idx.seen != Seen::kAbsent) {
+    return Bad("group and group_idx name one field: give one of them");
+  }
+  const IntField& group = f.group.seen != Seen::kAbsent ? f.group : f.group_idx;
+  if (group.seen != Seen::kAbsent) {
+    if (group.seen == Seen::kOther || group.value < 0 ||
+        group.value > std::numeric_limits<uint32_t>::max()) {
       return Bad("group: expected a KV-cache group index from 0 to 4294967295");
     }
-    request.match.group = static_cast<uint32_t>(f.group.value);
+    request.match.group = static_cast<uint32_t>(group.value);
   }
   return Status::Ok();
 }
