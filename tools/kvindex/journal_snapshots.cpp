@@ -1,8 +1,14 @@
 // JournalSnapshotter and the replica's start from a snapshot (journal_snapshots.h).
 #include "journal_snapshots.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
+#include <random>
+#include <string>
 #include <utility>
 
 #include "kvindex/core/clock.h"
@@ -43,19 +49,76 @@ std::optional<CutState> TakeCut(Subscriber& subscriber, const PrefixIndex& index
   return future.get();
 }
 
+// This process among the ingesters of a journal: host, pid and a random word.
+std::string WriterId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::random_device random;
+  char tail[32];
+  std::snprintf(tail, sizeof tail, ":%d:%08x", static_cast<int>(getpid()), random());
+  return std::string(host[0] != '\0' ? host : "host") + tail;
+}
+
 }  // namespace
 
 JournalSnapshotter::JournalSnapshotter(JournalOptions options, double interval_s, size_t keep,
                                        Subscriber& subscriber, const PrefixIndex& index,
-                                       JournalPublisher& journal)
+                                       JournalPublisher& journal, bool warm)
     : options_(std::move(options)),
       interval_s_(interval_s),
       keep_(keep),
       subscriber_(subscriber),
       index_(index),
-      journal_(journal) {}
+      journal_(journal),
+      warm_(warm),
+      writer_id_(WriterId()) {}
 
 JournalSnapshotter::~JournalSnapshotter() { Stop(); }
+
+Result<bool> JournalSnapshotter::HoldLease() {
+  const JournalPublisherStatus journal = journal_.status();
+  if (!journal.stream_start_known) return false;  // not connected yet
+  if (!warm_ && journal.stream_start_seq != 0) {
+    bool first;
+    {
+      std::lock_guard lock(mu_);
+      first = !announced_;
+      announced_ = true;
+    }
+    if (first) {
+      Log(LogLevel::kInfo,
+          "journal snapshots: not written by this ingester: it started with an empty index on a "
+          "journal that already held " +
+              std::to_string(journal.stream_start_seq) +
+              " records (warm-start it from a sibling, --warm-from http://HOST:PORT, to let it "
+              "write them)");
+    }
+    return false;
+  }
+  if (!store_) {
+    KVINDEX_ASSIGN_OR_RETURN(store_, JournalSnapshotStore::Open(options_, std::chrono::seconds(2),
+                                                                /*create=*/true));
+  }
+  const auto ttl = std::max(std::chrono::milliseconds(10000),
+                            std::chrono::milliseconds(static_cast<int64_t>(interval_s_ * 3000)));
+  KVINDEX_ASSIGN_OR_RETURN(const JournalSnapshotLease lease,
+                           store_->HoldWriterLease(writer_id_, ttl));
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = status_.writer != lease.held || !announced_;
+    status_.writer = lease.held;
+    announced_ = true;
+  }
+  if (changed) {
+    Log(LogLevel::kInfo,
+        lease.held ? "journal snapshots: this ingester (" + writer_id_ + ") writes them"
+                   : "journal snapshots: ingester " +
+                         (lease.holder.empty() ? std::string("(unknown)") : lease.holder) +
+                         " writes them; this one stands by");
+  }
+  return lease.held;
+}
 
 void JournalSnapshotter::Start() {
   thread_ = std::thread([this] { Loop(); });
@@ -68,6 +131,14 @@ void JournalSnapshotter::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A clean stop hands the lease over at once.
+  bool writer;
+  {
+    std::lock_guard lock(mu_);
+    writer = status_.writer && !released_;
+    released_ = true;
+  }
+  if (writer && store_) store_->ReleaseWriterLease(writer_id_);
 }
 
 JournalSnapshotterStatus JournalSnapshotter::status() const {
@@ -76,6 +147,8 @@ JournalSnapshotterStatus JournalSnapshotter::status() const {
 }
 
 Status JournalSnapshotter::WriteOne() {
+  KVINDEX_ASSIGN_OR_RETURN(const bool writer, HoldLease());
+  if (!writer) return Status::Ok();
   // A moment when no source waits: tried every 200 ms for up to 10 s.
   std::optional<CutState> taken;
   for (int attempt = 0; attempt < 50 && !taken; ++attempt) {
@@ -93,10 +166,6 @@ Status JournalSnapshotter::WriteOne() {
   }
   KVINDEX_ASSIGN_OR_RETURN(const uint64_t covered,
                            journal_.WaitCovered(taken->cut, std::chrono::seconds(10)));
-  if (!store_) {
-    KVINDEX_ASSIGN_OR_RETURN(store_, JournalSnapshotStore::Open(options_, std::chrono::seconds(2),
-                                                                /*create=*/true));
-  }
   std::vector<uint64_t> keys = std::move(taken->cut.source_keys);
   keys.resize(taken->state.index.sources.size(), 0);
   const ConsistentState& state = taken->state;

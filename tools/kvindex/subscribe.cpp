@@ -192,7 +192,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
   if (journal && options.journal.snapshot_every_s > 0) {
     journal_snapshots = std::make_unique<JournalSnapshotter>(
         journal_options, options.journal.snapshot_every_s, options.snapshot_keep, *subscriber,
-        index, *journal);
+        index, *journal, loaded.has_value() || !options.warm_from.empty());
   }
   if (journal) {
     journal_probe = [&journal, &journal_snapshots]() -> std::optional<JournalServing> {
@@ -202,6 +202,7 @@ Status RunSubscribe(const SubscribeOptions& options) {
         serving.snapshot_seq = snaps.last_covered_seq;
         serving.snapshots_written = snaps.written;
         serving.snapshots_failed = snaps.failed;
+        serving.snapshot_writer = snaps.writer;
       }
       return serving;
     };
@@ -255,7 +256,8 @@ Status RunSubscribe(const SubscribeOptions& options) {
       const JournalSnapshotterStatus snaps = journal_snapshots->status();
       json["journal"]["snapshots"] = {{"written", snaps.written},
                                       {"failed", snaps.failed},
-                                      {"last_covered_seq", snaps.last_covered_seq}};
+                                      {"last_covered_seq", snaps.last_covered_seq},
+                                      {"writer", snaps.writer}};
     }
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
   }

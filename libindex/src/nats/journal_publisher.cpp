@@ -225,6 +225,24 @@ void JournalPublisher::Impl::Loop() {
         const Status made = nats_internal::EnsureStream(link.js(), options);
         if (!made.ok()) error = made.message();
         ready = made.ok();
+        bool start_known;
+        {
+          std::lock_guard guard(mutex);
+          start_known = counters.stream_start_known;
+        }
+        if (ready && !start_known) {
+          // What the stream held before this ingester sent anything (the snapshot writer's
+          // test of whether its index can stand for the journal).
+          const Result<uint64_t> last = nats_internal::StreamLastSeq(link.js(), options.stream);
+          if (last.ok()) {
+            std::lock_guard guard(mutex);
+            counters.stream_start_known = true;
+            counters.stream_start_seq = *last;
+          } else {
+            ready = false;  // asked again on the next round
+            error = last.status().message();
+          }
+        }
       } else {
         ready = true;
       }

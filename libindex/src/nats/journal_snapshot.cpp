@@ -5,6 +5,8 @@
 // subjects.
 #include <algorithm>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #define XXH_INLINE_ALL
@@ -24,6 +26,12 @@ struct JournalSnapshotStore::Impl {
   std::string stream;  // the snapshot stream
   nats_internal::NatsLink link;
   uint64_t last_id = 0;
+  kvStore* lease = nullptr;  // the writer lease bucket, bound on first use
+
+  ~Impl() {
+    if (lease != nullptr) kvStore_Destroy(lease);
+  }
+  Status BindLease(std::chrono::milliseconds ttl);
 
   std::string Subject(uint64_t id, const char* kind) const {
     return stream + "." + std::to_string(id) + "." + kind;
@@ -306,6 +314,81 @@ Result<size_t> JournalSnapshotStore::Prune(size_t keep) {
     KVINDEX_RETURN_IF_ERROR(m.Purge(id));
   }
   return removed;
+}
+
+std::string JournalSnapshotWriterBucket(const std::string& stream) {
+  return stream + "_SNAP_WRITER";
+}
+
+namespace {
+constexpr const char* kLeaseKey = "writer";
+}  // namespace
+
+Status JournalSnapshotStore::Impl::BindLease(std::chrono::milliseconds ttl) {
+  if (lease != nullptr) return Status::Ok();
+  const std::string bucket = JournalSnapshotWriterBucket(options.stream);
+  natsStatus s = js_KeyValue(&lease, link.js(), bucket.c_str());
+  if (s == NATS_NOT_FOUND || s == NATS_ERR) {
+    kvConfig config;
+    kvConfig_Init(&config);
+    config.Bucket = bucket.c_str();
+    config.History = 1;
+    // An entry not renewed within the TTL expires: a writer that died hands over.
+    config.TTL = std::chrono::duration_cast<std::chrono::nanoseconds>(ttl).count();
+    config.StorageType = js_FileStorage;
+    config.Replicas = options.stream_replicas;
+    s = js_CreateKeyValue(&lease, link.js(), &config);
+    // Another ingester may have created it first.
+    if (s != NATS_OK) s = js_KeyValue(&lease, link.js(), bucket.c_str());
+  }
+  if (s != NATS_OK) {
+    lease = nullptr;
+    return NatsError(StatusCode::kUnavailable, "writer lease bucket '" + bucket + "'", s);
+  }
+  return Status::Ok();
+}
+
+Result<JournalSnapshotLease> JournalSnapshotStore::HoldWriterLease(
+    const std::string& writer, std::chrono::milliseconds ttl) {
+  KVINDEX_RETURN_IF_ERROR(impl_->BindLease(ttl));
+  kvStore* kv = impl_->lease;
+  kvEntry* entry = nullptr;
+  natsStatus s = kvStore_Get(&entry, kv, kLeaseKey);
+  JournalSnapshotLease out;
+  uint64_t rev = 0;
+  if (s == NATS_NOT_FOUND) {
+    // Free (never held, expired or released): the first to create the key holds it.
+    s = kvStore_CreateString(&rev, kv, kLeaseKey, writer.c_str());
+    out.held = s == NATS_OK;
+    if (!out.held) {
+      kvEntry* now = nullptr;
+      if (kvStore_Get(&now, kv, kLeaseKey) == NATS_OK) {
+        out.holder = kvEntry_ValueString(now);
+        kvEntry_Destroy(now);
+      }
+      return out;
+    }
+    out.holder = writer;
+    return out;
+  }
+  if (s != NATS_OK) return NatsError(StatusCode::kUnavailable, "writer lease", s);
+  out.holder = kvEntry_ValueString(entry);
+  const uint64_t last = kvEntry_Revision(entry);
+  kvEntry_Destroy(entry);
+  if (out.holder != writer) return out;
+  // Ours: renewed only if no one took it meanwhile.
+  s = kvStore_UpdateString(&rev, kv, kLeaseKey, writer.c_str(), last);
+  out.held = s == NATS_OK;
+  return out;
+}
+
+void JournalSnapshotStore::ReleaseWriterLease(const std::string& writer) {
+  if (impl_->lease == nullptr) return;
+  kvEntry* entry = nullptr;
+  if (kvStore_Get(&entry, impl_->lease, kLeaseKey) != NATS_OK) return;
+  const bool ours = std::string_view(kvEntry_ValueString(entry)) == writer;
+  kvEntry_Destroy(entry);
+  if (ours) (void)kvStore_Delete(impl_->lease, kLeaseKey);
 }
 
 }  // namespace kvindex

@@ -272,6 +272,9 @@ class ServingCollector final : public prometheus::Collectable {
           j.snapshots_written);
     gauge("kvindex_journal_snapshots_failed",
           "Journal snapshot attempts that wrote none (cumulative).", j.snapshots_failed);
+    gauge("kvindex_journal_snapshot_writer",
+          "1 when this ingester holds the journal's snapshot writer lease, else 0.",
+          j.snapshot_writer ? 1 : 0);
   }
 
   MetricFamily LatencyFamily() const {

@@ -417,7 +417,8 @@ std::string QueryService::Healthz() const {
                                        {"lost_bytes", j->lost_bytes},
                                        {"snapshot_seq", j->snapshot_seq},
                                        {"snapshots_written", j->snapshots_written},
-                                       {"snapshots_failed", j->snapshots_failed}};
+                                       {"snapshots_failed", j->snapshots_failed},
+                                       {"snapshot_writer", j->snapshot_writer}};
   }
   return Dump(out);
 }

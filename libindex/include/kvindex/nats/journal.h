@@ -71,6 +71,10 @@ void CloseJournalLibrary();
 struct JournalPublisherStatus {
   bool connected = false;
   bool stream_ready = false;        // the stream exists (found or created)
+  // The stream's last sequence when this publisher first found or created it, before it sent
+  // anything (0: the stream was empty); valid once stream_start_known.
+  bool stream_start_known = false;
+  uint64_t stream_start_seq = 0;
   uint64_t records_accepted = 0;    // handed over and kept
   uint64_t records_acked = 0;       // acknowledged by JetStream (duplicates included)
   uint64_t duplicates = 0;          // acknowledged as duplicates (another ingester had them)

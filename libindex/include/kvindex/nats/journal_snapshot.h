@@ -52,6 +52,15 @@ Result<JournalSnapshotManifest> ParseJournalSnapshotManifest(std::string_view te
 // The snapshot stream of a journal stream: `<stream>_SNAP`.
 std::string JournalSnapshotStream(const std::string& stream);
 
+// The JetStream key-value bucket of the snapshot writer lease: `<stream>_SNAP_WRITER`.
+std::string JournalSnapshotWriterBucket(const std::string& stream);
+
+// The writer lease after an attempt to hold it: whether this writer holds it, and who does.
+struct JournalSnapshotLease {
+  bool held = false;
+  std::string holder;  // empty when unknown
+};
+
 // Writes snapshot bytes through the sink it is given (false from the sink: stop, the write
 // failed).
 using JournalSnapshotProducer =
@@ -83,6 +92,13 @@ class JournalSnapshotStore {
   // Removes all but the newest `keep` snapshots, and the chunks of snapshots that never got a
   // manifest and are older than the newest one kept. Returns how many snapshots were removed.
   Result<size_t> Prune(size_t keep);
+  // One writer of snapshots among the ingesters of a journal: takes the lease when it is free
+  // (the bucket is created with `ttl` when missing), or renews it when `writer` holds it; an
+  // entry not renewed within the TTL expires, so a writer that died hands over.
+  Result<JournalSnapshotLease> HoldWriterLease(const std::string& writer,
+                                               std::chrono::milliseconds ttl);
+  // Gives the lease up at once when `writer` holds it (a clean stop); errors are ignored.
+  void ReleaseWriterLease(const std::string& writer);
 
   struct Impl;
 

@@ -66,6 +66,8 @@ struct JournalServing {
   // Ingester: snapshots written into the journal, and attempts that wrote none.
   uint64_t snapshots_written = 0;
   uint64_t snapshots_failed = 0;
+  // Ingester with journal snapshots: it holds the writer lease (the one ingester writing them).
+  bool snapshot_writer = false;
   // Replica: seconds from the ingester receiving each message to the replica applying it.
   LagHistogram apply_lag;
   // Ingester: records kept and not yet acknowledged, the highest sequence acknowledged, and what
