@@ -19,6 +19,7 @@
 #include <simdjson.h>
 
 #include "kvindex/core/json_depth.h"
+#include "json_reader_impl.h"
 #include "plain_uint_array.h"
 
 namespace kvindex {
@@ -33,6 +34,10 @@ namespace {
 
 // Parser buffers above this are released after the document (a huge body does not keep them).
 constexpr size_t kKeptCapacity = size_t{1} << 20;
+
+}  // namespace
+
+namespace json_detail {
 
 std::string_view WhatOf(error_code e) {
   switch (e) {
@@ -60,63 +65,8 @@ std::string_view WhatOf(error_code e) {
   }
 }
 
-}  // namespace
+}  // namespace json_detail
 
-struct JsonReader::Impl {
-  od::parser parser;
-  std::string copy;
-  const char* base = nullptr;
-  size_t size = 0;
-  od::document* doc = nullptr;
-  JsonError error;
-  bool consumed = false;  // whether the current field's value was read
-  bool literal_root = false;  // a literal root, checked to its end by RootLiteral()
-  // The hinted array cut out of `copy` (JsonArrayHint): its '[' stays at `at`, the `removed`
-  // bytes after it are gone up to its ']'; `ids` are its elements, read from the text.
-  struct Cut {
-    bool active = false;
-    bool refused = false;  // the document has to be read again whole
-    size_t at = 0;
-    size_t removed = 0;
-    uint64_t max = 0;
-  } cut;
-  std::vector<uint64_t> cut_ids;
-
-  // The offset in the document as it stands of a byte of the text the parser reads.
-  size_t OffsetOf(const char* p) const {
-    const auto offset = static_cast<size_t>(p - base);
-    return cut.active && offset > cut.at ? offset + cut.removed : offset;
-  }
-  // Records the first syntax error; the offset is where the parser stands.
-  bool Fail(std::string_view what) {
-    if (error.kind == JsonError::Kind::kNone) {
-      error.kind = JsonError::Kind::kSyntax;
-      error.what = what;
-      const char* at = nullptr;
-      if (doc != nullptr && doc->current_location().get(at) == simdjson::SUCCESS) {
-        error.offset = OffsetOf(at);
-      }
-    }
-    return false;
-  }
-  // The cut does not fit this document: it is read again whole.
-  bool Refuse() {
-    cut.refused = true;
-    return Fail("read again");
-  }
-  bool Fail(error_code e) { return Fail(WhatOf(e)); }
-
-  bool Skip(od::value& v);
-  bool Number(od::value& v, JsonNumber* out);
-  template <typename T>
-  bool UnsignedArray(od::value& v, const JsonUintArrayRules& rules, std::vector<T>* out,
-                     JsonUintArrayScan* scan);
-  bool ValidateRoot();
-  bool RootLiteral(std::initializer_list<std::string_view> literals);
-  bool CutArray(std::string_view text, const JsonArrayHint& hint);
-  void Read(JsonReader* reader, simdjson::padded_string_view view, JsonFieldVisitor& visitor);
-  void Release(size_t text_size);
-};
 
 // Copies `text` (padded) and cuts the hinted array out of the copy.
 bool JsonReader::Impl::CutArray(std::string_view text, const JsonArrayHint& hint) {
@@ -357,6 +307,11 @@ bool JsonReader::Impl::UnsignedArray(od::value& v, const JsonUintArrayRules& rul
   *scan = found;
   return true;
 }
+// The two element types JsonValue::UnsignedArray() reads (json_value.cpp).
+template bool JsonReader::Impl::UnsignedArray<uint32_t>(od::value&, const JsonUintArrayRules&,
+                                                        std::vector<uint32_t>*, JsonUintArrayScan*);
+template bool JsonReader::Impl::UnsignedArray<uint64_t>(od::value&, const JsonUintArrayRules&,
+                                                        std::vector<uint64_t>*, JsonUintArrayScan*);
 
 // A root literal is judged from the text (simdjson takes "false4", refuses "false  ").
 bool JsonReader::Impl::RootLiteral(std::initializer_list<std::string_view> literals) {
@@ -540,126 +495,6 @@ JsonError JsonReader::ReadObject(std::string_view text, JsonFieldVisitor& visito
   }
   impl.Release(text.size());
   return impl.error;
-}
-
-namespace {
-od::value& ValueOf(void* p) { return *static_cast<od::value*>(p); }
-}  // namespace
-
-bool JsonValue::Kind(JsonKind* out) {
-  od::json_type type;
-  if (const error_code e = ValueOf(value_).type().get(type); e != simdjson::SUCCESS) {
-    reader_->impl_->consumed = true;
-    return reader_->impl_->Fail(e);
-  }
-  switch (type) {
-    case od::json_type::object:
-      *out = JsonKind::kObject;
-      break;
-    case od::json_type::array:
-      *out = JsonKind::kArray;
-      break;
-    case od::json_type::string:
-      *out = JsonKind::kString;
-      break;
-    case od::json_type::number:
-      *out = JsonKind::kNumber;
-      break;
-    case od::json_type::boolean:
-      *out = JsonKind::kBool;
-      break;
-    case od::json_type::null:
-      *out = JsonKind::kNull;
-      break;
-  }
-  return true;
-}
-
-size_t JsonValue::offset() const {
-  return reader_->impl_->OffsetOf(ValueOf(value_).raw_json_token().data());
-}
-
-bool JsonValue::String(std::string_view* out) {
-  reader_->impl_->consumed = true;
-  const error_code e = ValueOf(value_).get_string().get(*out);
-  return e == simdjson::SUCCESS || reader_->impl_->Fail(e);
-}
-
-bool JsonValue::Number(JsonNumber* out) {
-  reader_->impl_->consumed = true;
-  od::json_type type;
-  if (ValueOf(value_).type().get(type) != simdjson::SUCCESS || type != od::json_type::number) {
-    return reader_->impl_->Fail("bad number");
-  }
-  return reader_->impl_->Number(ValueOf(value_), out);
-}
-
-bool JsonValue::Bool(bool* out) {
-  reader_->impl_->consumed = true;
-  const error_code e = ValueOf(value_).get_bool().get(*out);
-  return e == simdjson::SUCCESS || reader_->impl_->Fail(e);
-}
-
-bool JsonValue::Skip() {
-  reader_->impl_->consumed = true;
-  return reader_->impl_->Skip(ValueOf(value_));
-}
-
-bool JsonValue::Raw(std::string_view* out) {
-  JsonReader::Impl& impl = *reader_->impl_;
-  const char* begin = ValueOf(value_).raw_json_token().data();
-  if (!Skip()) return false;
-  // The value ends before the next token (the parser stands on it), whitespace excluded.
-  const char* end = nullptr;
-  if (impl.doc->current_location().get(end) != simdjson::SUCCESS) {
-    end = impl.base + impl.size;
-  }
-  while (end > begin && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n')) {
-    --end;
-  }
-  // A text spanning the cut array would not be the document's.
-  if (impl.cut.active && begin <= impl.base + impl.cut.at && impl.base + impl.cut.at < end) {
-    return impl.Refuse();
-  }
-  *out = std::string_view(begin, static_cast<size_t>(end - begin));
-  return true;
-}
-
-bool JsonValue::UnsignedArray(const JsonUintArrayRules& rules, std::vector<uint32_t>* out,
-                              JsonUintArrayScan* scan) {
-  reader_->impl_->consumed = true;
-  JsonUintArrayRules r = rules;
-  r.max = std::min<uint64_t>(r.max, std::numeric_limits<uint32_t>::max());
-  return reader_->impl_->UnsignedArray(ValueOf(value_), r, out, scan);
-}
-
-bool JsonValue::UnsignedArray(const JsonUintArrayRules& rules, std::vector<uint64_t>* out,
-                              JsonUintArrayScan* scan) {
-  reader_->impl_->consumed = true;
-  return reader_->impl_->UnsignedArray(ValueOf(value_), rules, out, scan);
-}
-
-bool JsonValue::ForEachElement(JsonElementVisitor& visitor) {
-  JsonReader::Impl& impl = *reader_->impl_;
-  impl.consumed = true;
-  od::array array;
-  if (const error_code e = ValueOf(value_).get_array().get(array); e != simdjson::SUCCESS) {
-    return impl.Fail(e);
-  }
-  size_t index = 0;
-  for (auto element_result : array) {
-    od::value element;
-    if (std::move(element_result).get(element) != simdjson::SUCCESS) {
-      return impl.Fail("expected ',' or ']' in array");
-    }
-    JsonValue value(reader_, &element);
-    impl.consumed = false;
-    const bool go_on = visitor.Element(index++, value);
-    if (!go_on) return false;
-    if (!impl.consumed && !impl.Skip(element)) return false;
-  }
-  impl.consumed = true;
-  return true;
 }
 
 }  // namespace kvindex
