@@ -14,8 +14,13 @@
 #include "kvindex/query/query_json.h"
 #include "kvindex/snapshot/snapshot.h"
 
+#include "hybrid_test_util.h"
+
 namespace kvindex {
 namespace {
+
+using test::AddHybrid;
+using test::Longest;
 
 EventBatch Stored(uint32_t group, std::vector<uint64_t> hashes, std::vector<TokenId> tokens,
                   std::optional<uint64_t> parent = std::nullopt) {
@@ -38,15 +43,6 @@ EventBatch Removed(uint32_t group, std::vector<uint64_t> hashes) {
   return b;
 }
 
-uint64_t Longest(const PrefixIndex& index, const std::string& body) {
-  Result<QueryRequest> request = ParseQueryRequest(body);
-  REQUIRE_MESSAGE(request.ok(), request.status().ToString());
-  Result<PrefixMatch> match = MatchRequest(index, *request);
-  REQUIRE(match.ok());
-  const InstanceMatch* m = match->Find("hybrid");
-  return m == nullptr ? 0 : m->longest_matched;
-}
-
 uint64_t ByTokens(const PrefixIndex& index, uint32_t group, const std::string& tokens) {
   return Longest(index, R"({"model": "m", "group": )" + std::to_string(group) +
                             R"(, "token_ids": [)" + tokens + "]}");
@@ -55,17 +51,6 @@ uint64_t ByTokens(const PrefixIndex& index, uint32_t group, const std::string& t
 uint64_t ByHash(const PrefixIndex& index, uint32_t group, const std::string& hashes) {
   return Longest(index, R"({"model": "m", "group": )" + std::to_string(group) +
                             R"(, "block_hash": [)" + hashes + "]}");
-}
-
-SourceId AddHybrid(PrefixIndex& index) {
-  SourceConfig c;
-  c.name = "hybrid";
-  c.format = "vllm";
-  c.model = "m";
-  c.block_size = 2;
-  Result<SourceId> id = index.AddSource(c);
-  REQUIRE(id.ok());
-  return *id;
 }
 
 void Apply(PrefixIndex& index, SourceId id, const EventBatch& batch) {

@@ -16,10 +16,14 @@
 #include "kvindex/query/query_json.h"
 
 #include "codec_test_util.h"
+#include "hybrid_test_util.h"
 #include "test_util.h"
 
 namespace kvindex {
 namespace {
+
+using test::AddHybrid;
+using test::Longest;
 
 // The decoded oracle vector whose name starts with `prefix`.
 EventBatch OracleVector(const std::string& prefix) {
@@ -37,15 +41,6 @@ EventBatch OracleVector(const std::string& prefix) {
 }
 EventBatch SparseVector() { return OracleVector("vllm hybrid sparse map era"); }
 
-uint64_t Longest(const PrefixIndex& index, const std::string& body) {
-  Result<QueryRequest> request = ParseQueryRequest(body);
-  REQUIRE_MESSAGE(request.ok(), request.status().ToString());
-  Result<PrefixMatch> match = MatchRequest(index, *request);
-  REQUIRE(match.ok());
-  const InstanceMatch* m = match->Find("hybrid");
-  return m == nullptr ? 0 : m->longest_matched;
-}
-
 std::string Join(const std::vector<uint64_t>& values) {
   std::string out;
   for (uint64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
@@ -54,12 +49,7 @@ std::string Join(const std::vector<uint64_t>& values) {
 
 TEST_CASE("A sparse group's walk stops at the first chunk it did not hash") {
   PrefixIndex index;
-  SourceConfig c;
-  c.name = "hybrid";
-  c.format = "vllm";
-  c.model = "m";
-  c.block_size = 2;
-  const SourceId id = *index.AddSource(c);
+  const SourceId id = AddHybrid(index);
   Result<ApplyResult> applied = index.Apply(id, SparseVector());
   REQUIRE(applied.ok());
   CHECK(applied->rejected == 0);
@@ -90,15 +80,6 @@ TEST_CASE("A sparse group's walk stops at the first chunk it did not hash") {
   // hash for chunk 2 (a group-0 hash is another scope), so the walk stops there.
   CHECK(Longest(index, R"({"model": "m", "group": 1, "block_hash": [911,912,903,914,915]})") == 4);
   CHECK(Longest(index, R"({"model": "m", "block_hash": [901,902,903,904,905]})") == 10);
-}
-
-SourceId AddHybrid(PrefixIndex& index) {
-  SourceConfig c;
-  c.name = "hybrid";
-  c.format = "vllm";
-  c.model = "m";
-  c.block_size = 2;
-  return *index.AddSource(c);
 }
 
 // Group 1's blocks of tokens `first`.. (block size 2) after `parent`, as one dense event.
