@@ -140,10 +140,10 @@ Status Invalid(size_t index, const std::string& what) {
   return Status::InvalidArgument("event " + std::to_string(index) + ": " + what);
 }
 
-// Multimodal lists, one per block (or skipped chunk): digests last, not all empty (an all-empty
-// list would decode as no keys).
+// Multimodal lists, one per block (or skipped chunk): digests last (unless `any_order`: mm_keys
+// segments are written as they come), not all empty (an all-empty list would decode as no keys).
 Status CheckMultimodalLists(size_t index, const std::vector<std::vector<MultimodalKey>>& lists,
-                            size_t count, std::string_view what) {
+                            size_t count, std::string_view what, bool any_order = false) {
   if (lists.empty()) return Status::Ok();
   if (lists.size() != count) {
     return Invalid(index, std::to_string(lists.size()) + " multimodal lists for " +
@@ -155,7 +155,9 @@ Status CheckMultimodalLists(size_t index, const std::vector<std::vector<Multimod
     bool seen_embeds = false;
     for (const MultimodalKey& key : keys) {
       const bool embeds = IsEmbedsKey(key);
-      if (seen_embeds && !embeds) return Invalid(index, "a multimodal key after a prompt-embeds digest");
+      if (seen_embeds && !embeds && !any_order) {
+        return Invalid(index, "a multimodal key after a prompt-embeds digest");
+      }
       seen_embeds |= embeds;
     }
   }
@@ -169,7 +171,8 @@ Status CheckExtraKeys(size_t index, const BlockStored& ev, bool salt_elsewhere) 
   if (ev.scope.salt && ev.block_hashes.empty() && !salt_elsewhere) {
     return Invalid(index, "a salt needs at least one block to travel in extra_keys");
   }
-  return CheckMultimodalLists(index, ev.multimodal, ev.block_hashes.size(), "blocks");
+  return CheckMultimodalLists(index, ev.multimodal, ev.block_hashes.size(), "blocks",
+                              ev.wire.mm_keys);
 }
 
 // vLLM's skipped-context form (event.h): a run of consecutive chunks after `k` skipped ones,

@@ -264,9 +264,11 @@ bool Decoder::ApplySkippedContext(MapFields& f, BlockStored& ev) {
   if (!ev.block_offsets.empty()) {
     return Fail(StatusCode::kMalformed, "skipped_token_ids", "sent together with block_offsets");
   }
-  if (ev.wire.eagle_next) {
+  if (ev.wire.eagle_next || ev.wire.mm_keys) {
+    // Neither SGLang's pairs nor TensorRT-LLM's segments come with vLLM's skipped context.
     return Fail(StatusCode::kUnsupported, "skipped_token_ids",
-                "skipped context on EAGLE bigram token_ids");
+                ev.wire.mm_keys ? "skipped context with mm_keys"
+                                : "skipped context on EAGLE bigram token_ids");
   }
   const uint32_t bs = *ev.scope.block_size;  // BuildMapEvent required it
   const size_t skipped = f.skipped_tokens.size();
