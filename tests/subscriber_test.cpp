@@ -3,9 +3,12 @@
 // answers are hand-computed from each plan. Every wait is bounded (20 s); no timing is asserted.
 #include "kvindex/zmq/subscriber.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +25,6 @@
 
 #include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/source_spec.h"
-#include "kvindex/core/address.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/ingest/capture_replay.h"
 #include "test_util.h"
@@ -128,6 +130,39 @@ class PyPublisher {
   fs::path ready_, log_;
   json info_;
 };
+
+// Two consecutive TCP ports on 127.0.0.1 that nothing holds now (checked by binding both; a
+// port + 1 taken by another test's connection is skipped). 0 when none was found.
+uint16_t TwoFreePorts() {
+  const auto bind_to = [](uint16_t port, uint16_t* bound) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    socklen_t len = sizeof addr;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      close(fd);
+      return -1;
+    }
+    if (bound != nullptr) *bound = ntohs(addr.sin_port);
+    return fd;
+  };
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    uint16_t port = 0;
+    const int first = bind_to(0, &port);
+    if (first < 0) continue;
+    const int second = port < 65535 ? bind_to(static_cast<uint16_t>(port + 1), nullptr) : -1;
+    close(first);
+    if (second >= 0) {
+      close(second);
+      return port;
+    }
+  }
+  return 0;
+}
 
 SourceConfig Source(const std::string& spec) {
   auto configs = ParseSourceSpec(spec);
@@ -405,14 +440,12 @@ TEST_CASE("A publisher restart clears the source") {
 TEST_CASE("dp-size: one source per rank on port + r") {
   REQUIRE_CODEC();
   TempDir dir;
-  // Pick two consecutive free ports: let the first publisher choose, the second takes port + 1.
-  PyPublisher rank0(dir, "r0", Concat({kWaitSub, Steps(0, 3)}), {});
-  const std::string ep0 = rank0.pub();
-  auto address = ParseNetAddress(ep0);
-  REQUIRE(address.ok());
-  REQUIRE(address->port.has_value());
-  address->port = static_cast<uint16_t>(*address->port + 1);
-  const std::string ep1 = address->ToString();
+  // Two consecutive free ports: rank r binds port + r.
+  const uint16_t port = TwoFreePorts();
+  REQUIRE(port != 0);
+  const std::string ep0 = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string ep1 = "tcp://127.0.0.1:" + std::to_string(port + 1);
+  PyPublisher rank0(dir, "r0", Concat({kWaitSub, Steps(0, 3)}), {"--pub", ep0});
   PyPublisher rank1(dir, "r1", Concat({kWaitSub, Steps(0, 5)}), {"--pub", ep1});
   auto configs = ParseSourceSpec("a=vllm@" + ep0 + ",model=m,dp-size=2");
   REQUIRE(configs.ok());
