@@ -101,8 +101,14 @@ Result<bool> JournalSnapshotter::HoldLease() {
   }
   const auto ttl = std::max(std::chrono::milliseconds(10000),
                             std::chrono::milliseconds(static_cast<int64_t>(interval_s_ * 3000)));
-  KVINDEX_ASSIGN_OR_RETURN(const JournalSnapshotLease lease,
-                           store_->HoldWriterLease(writer_id_, ttl));
+  const Result<JournalSnapshotLease> held = store_->HoldWriterLease(writer_id_, ttl);
+  if (!held.ok()) {
+    // Not known to hold it: this round writes nothing, and /healthz does not claim the lease.
+    std::lock_guard lock(mu_);
+    status_.writer = false;
+    return held.status();
+  }
+  const JournalSnapshotLease& lease = *held;
   bool changed;
   {
     std::lock_guard lock(mu_);
