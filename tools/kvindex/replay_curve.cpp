@@ -1,6 +1,7 @@
 #include "replay_curve.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -108,6 +109,49 @@ nlohmann::json ReachJson(const sim::HitCurve& c) {
           {"targets", std::move(targets)}};
 }
 
+// The --json document: `doc` (whose "curve" is an empty array) with the rows of every curve in
+// it, laid out as DumpJson(doc, 2) would lay them out. A curve has a row at every capacity where
+// a count changes (tens of thousands on a real trace): rendered directly, not as JSON objects.
+std::string CurveJson(const nlohmann::json& doc, const std::vector<sim::HitCurve>& curves) {
+  std::string text = DumpJson(doc, 2) + "\n";
+  // Keys are sorted and string values escaped, so this is the top-level key's line.
+  const std::string empty = "\n  \"curve\": [],";
+  const size_t at = text.find(empty);
+  if (at == std::string::npos) return text;
+  size_t row_count = 0;
+  for (const sim::HitCurve& c : curves) row_count += c.steps.size();
+  if (row_count == 0) return text;
+  std::string rows = "\n  \"curve\": [";
+  rows.reserve(row_count * 230 + 16);
+  const auto number = [&rows](uint64_t v) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+    rows.append(digits, end);
+  };
+  bool first = true;
+  for (const sim::HitCurve& c : curves) {
+    const std::string policy(sim::PolicyName(c.config.policy));
+    const std::string router(sim::RouterName(c.config.router));
+    for (const sim::CurveStep& s : c.steps) {
+      rows += first ? "\n    {\n      \"any_hit_blocks\": " : ",\n    {\n      \"any_hit_blocks\": ";
+      first = false;
+      number(s.any_hit_blocks);
+      rows += ",\n      \"blocks\": ";
+      number(c.blocks);
+      rows += ",\n      \"capacity\": ";
+      number(s.capacity);
+      rows += ",\n      \"instances\": ";
+      number(c.config.instances);
+      rows += ",\n      \"policy\": \"" + policy + "\",\n      \"prefix_hit_blocks\": ";
+      number(s.prefix_hit_blocks);
+      rows += ",\n      \"router\": \"" + router + "\"\n    }";
+    }
+  }
+  rows += "\n  ],";
+  text.replace(at, empty.size(), rows);
+  return text;
+}
+
 std::string RenderCurvePlot(const std::string& trace, const std::vector<sim::HitCurve>& curves) {
   PlotSpec spec;
   spec.title = "Exact LRU prefix hit rate against capacity: " + trace;
@@ -196,24 +240,12 @@ Status RunCurve(const ReplayOptions& options, const Trace& trace,
     std::fflush(stdout);
   }
   if (!options.json.empty()) {
-    nlohmann::json rows = nlohmann::json::array();
     nlohmann::json reach = nlohmann::json::array();
-    for (const sim::HitCurve& c : curves) {
-      for (const sim::CurveStep& s : c.steps) {
-        rows.push_back({{"policy", sim::PolicyName(c.config.policy)},
-                        {"instances", c.config.instances},
-                        {"router", sim::RouterName(c.config.router)},
-                        {"capacity", s.capacity},
-                        {"blocks", c.blocks},
-                        {"prefix_hit_blocks", s.prefix_hit_blocks},
-                        {"any_hit_blocks", s.any_hit_blocks}});
-      }
-      reach.push_back(ReachJson(c));
-    }
+    for (const sim::HitCurve& c : curves) reach.push_back(ReachJson(c));
     nlohmann::json doc = {{"trace", options.input},       {"format", TraceFormatName(trace.format)},
                           {"block_tokens", block_tokens}, {"skipped_lines", trace.skipped_lines},
-                          {"curve", std::move(rows)},     {"reach", std::move(reach)}};
-    KVINDEX_RETURN_IF_ERROR(WriteJson(options.json, doc));
+                          {"curve", nlohmann::json::array()}, {"reach", std::move(reach)}};
+    KVINDEX_RETURN_IF_ERROR(WriteTextFile(options.json, CurveJson(doc, curves)));
   }
   if (!options.csv.empty()) {
     std::string csv = "policy,instances,router,capacity,blocks,prefix_hit_blocks,any_hit_blocks\n";
