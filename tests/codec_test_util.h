@@ -5,14 +5,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kvindex/codec/event_codec.h"
 #include "kvindex/core/event.h"
 #include "kvindex/core/instance.h"
+
+#include "test_util.h"
 
 namespace kvindex::test {
 
@@ -203,18 +207,17 @@ inline std::string Describe(const EventBatch& b) {
       os << "stored hashes=" << s->block_hashes.size() << " [";
       for (auto h : s->block_hashes) os << h.value << ",";
       os << "] parent=" << (s->parent ? std::to_string(s->parent->value) : "nil")
-         << " tokens=" << s->token_ids.size() << " tier="
-         << (s->tier ? std::string(s->tier->name()) : "nil")
+         << " tokens=" << s->token_ids.size()
+         << " tier=" << (s->tier ? std::string(s->tier->name()) : "nil")
          << " spelling=" << s->wire.tier_spelling.value_or("-")
          << " bs=" << (s->scope.block_size ? std::to_string(*s->scope.block_size) : "nil")
          << " lora=" << s->scope.lora_name.value_or("-")
          << " lora_id=" << (s->scope.lora_id ? std::to_string(*s->scope.lora_id) : "nil")
-         << " salt=" << s->scope.salt.value_or("-")
-         << " model=" << s->scope.model.value_or("-") << " mm=" << s->multimodal.size()
+         << " salt=" << s->scope.salt.value_or("-") << " model=" << s->scope.model.value_or("-")
+         << " mm=" << s->multimodal.size()
          << " group=" << (s->scope.group ? std::to_string(*s->scope.group) : "nil")
-         << " offsets=" << s->block_offsets.size()
-         << " skipped=" << s->wire.skipped_context << "/" << s->skipped_multimodal.size()
-         << " run_parent="
+         << " offsets=" << s->block_offsets.size() << " skipped=" << s->wire.skipped_context << "/"
+         << s->skipped_multimodal.size() << " run_parent="
          << (s->wire.run_parent ? std::to_string(s->wire.run_parent->value) : "nil")
          << " extra_keys_sent=" << s->wire.extra_keys_sent
          << " eagle_next=" << (s->wire.eagle_next ? std::to_string(*s->wire.eagle_next) : "nil")
@@ -231,6 +234,30 @@ inline std::string Describe(const EventBatch& b) {
     }
   }
   return os.str();
+}
+
+// The oracle vectors (tests/data/event_codec_vectors.json).
+inline nlohmann::json LoadVectors() {
+  return nlohmann::json::parse(ReadFile(TestDataDir() / "event_codec_vectors.json"));
+}
+
+inline Result<EventBatch> Decode(const std::vector<std::byte>& bytes,
+                                 FormatHint hint = FormatHint::kAuto,
+                                 WireFormat* detected = nullptr) {
+  return DecodeEventBatch(bytes, hint, detected);
+}
+
+// `raw`: the payload's bytes in a string.
+inline Result<EventBatch> Decode(const std::string& raw) {
+  std::vector<std::byte> bytes(raw.size());
+  if (!raw.empty()) std::memcpy(bytes.data(), raw.data(), raw.size());
+  return DecodeEventBatch(bytes);
+}
+
+// A payload written as hex, as the bytes of a string.
+inline std::string Hex(const char* hex) {
+  const auto bytes = FromHex(hex);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 }  // namespace kvindex::test
