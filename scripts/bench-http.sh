@@ -39,7 +39,7 @@ tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
 
-fill_port=$((30000 + RANDOM % 10000))
+fill_port=$((20000 + RANDOM % 12000))  # below the kernel's ephemeral range (32768-)
 stream_port=$((fill_port + 1))
 http_port=$((fill_port + 2))
 floor_port=$((fill_port + 3))

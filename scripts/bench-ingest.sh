@@ -55,7 +55,7 @@ for _ in range(64):
 run_subs() {
   local epb=$1 count=$2
   shift 2
-  local port=$((30000 + RANDOM % 20000))
+  local port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768-)
   local rport=$((port + 1))
   local names=() subs=() loads=() spec name record
   for spec in "$@"; do

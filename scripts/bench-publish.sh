@@ -33,7 +33,7 @@ results=()
 for spec in "1-event:1:300000" "50-event:50:20000"; do
   IFS=: read -r name epb count <<<"$spec"
   for rep in 1 2 3; do
-    port=$((30000 + RANDOM % 20000))
+    port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768-)
     pid=$(sink "$port" 120)
     "$KVINDEX" publish-fake --format vllm --blast --count "$count" --events-per-batch "$epb" \
       --port "$port" --wait-subscribers 1 --wait-timeout 20 --json "$tmp/$name-$rep.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }

@@ -16,7 +16,7 @@ PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
-port=$((40000 + RANDOM % 10000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768-)
 floor_port=$((port + 1))
 "$BUILD/tools/kvindex/kvindex" subscribe --source "a=vllm@tcp://127.0.0.1:$((port + 2)),model=m,block-size=16" \
   --http "127.0.0.1:$port" --http-threads "${HTTP_THREADS:-2}" \
