@@ -4,8 +4,9 @@
 # but one mid-stream snapshot removed, and a newer corrupt one, a newer incomplete one and a
 # manifest that is not one put in beside it (over the NATS protocol itself), a replica skips the
 # bad three (logged), loads the mid-stream snapshot, applies the journal after the sequence it
-# covers and answers every final query publish-fake expects exactly; killed with SIGKILL and
-# started again, it does the same. Uses a real nats-server.
+# covers and answers every final query publish-fake expects exactly, and never reports itself
+# connected with lag 0 before it has applied the last record; killed with SIGKILL and started
+# again, it does the same. Uses a real nats-server.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 . "$(dirname "$0")/publish_fake_lib.bash"
@@ -76,6 +77,19 @@ start_replica() {
   wait_port "$http_rep" || fail "replica did not serve"
 }
 check_replica() {  # check_replica WHAT
+  # From its first answer on, the replica never says it is connected with lag 0 before it has
+  # applied the journal's last record (it starts from a snapshot that covers less).
+  "$PY" - "$http_rep" "$last" <<'PYEOF' || fail "$1: replica claimed to be caught up early"
+import json, sys, time, urllib.request
+port, last = sys.argv[1], int(sys.argv[2])
+deadline = time.time() + 15
+while time.time() < deadline:
+    j = json.loads(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % port, timeout=2).read())["journal"]
+    if j["connected"] and j["lag"] == 0:
+        sys.exit(0 if j["applied_seq"] >= last else "caught up at seq %d of %d: %s" % (j["applied_seq"], last, j))
+    time.sleep(0.005)
+sys.exit("never caught up: %s" % j)
+PYEOF
   wait_lag0 "$http_rep" "$last" || fail "$1: replica lag"
   http_json "$http_rep" /healthz | "$PY" -c 'import json, sys
 j = json.load(sys.stdin)["journal"]

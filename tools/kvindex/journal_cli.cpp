@@ -219,14 +219,24 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
   if (!reader) return Status::Ok();
   JournalEntry entry;
   LogRateLimiter bad_log;
+  // The stream's last sequence, once known (asked from the server, or a delivery's metadata).
+  // Until then the replica is not `connected`: a lag computed without it would read 0 while the
+  // records after the replica's start are still to come.
   uint64_t last_seq = 0;
-  bool connected = true;
+  bool last_known = false;
+  bool connected = false;
+  if (const Result<uint64_t> last = reader->LastSeq(); last.ok()) {
+    last_seq = *last;
+    last_known = connected = true;
+  }
+  backend.Set(SnapshotOf(applier, start, connected, last_seq));
   bool told_behind = false;
-  auto next_refresh = SteadyClock::now();
+  auto next_refresh = SteadyClock::now() + std::chrono::milliseconds(200);
   auto last_delivery = SteadyClock::now();
   while (!stop.load()) {
     if (reader->Next(entry, std::chrono::milliseconds(50))) {
       last_delivery = SteadyClock::now();
+      last_known = true;
       // Every sequence is applied once, also when a reopened consumer repeats one.
       const uint64_t expected = applier.stats().applied_seq + 1;
       if (entry.stream_seq > expected) {
@@ -259,10 +269,11 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       // While messages flow, their metadata gives the stream's last sequence: the server is asked
       // (a request this thread waits for, holding up every message behind it) only after a
       // refresh period without any.
-      if (now - last_delivery >= std::chrono::milliseconds(200)) {
+      if (!last_known || now - last_delivery >= std::chrono::milliseconds(200)) {
         const Result<uint64_t> last = reader->LastSeq();
         connected = last.ok();
         if (last.ok()) last_seq = std::max(last_seq, *last);
+        last_known = last_known || last.ok();
         if (last.ok() && *last < applier.stats().applied_seq && !told_behind) {
           // A snapshot covering more than the stream holds: the stream was made again.
           Log(LogLevel::kWarn, "replica: the journal ends at seq " + std::to_string(*last) +
