@@ -19,6 +19,7 @@
 #include "kvindex/index/index_state.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/snapshot/snapshot.h"
+
 #include "prefix_index_builders.h"
 #include "reference_index.h"
 
@@ -83,7 +84,8 @@ class Stream {
     }
     const size_t n = 1 + rng_() % 8;
     for (size_t b = 0; b < n; ++b) {
-      for (uint32_t t = 0; t < kBs; ++t) op.tokens.push_back(static_cast<TokenId>(rng_() % 1000000));
+      for (uint32_t t = 0; t < kBs; ++t)
+        op.tokens.push_back(static_cast<TokenId>(rng_() % 1000000));
       op.hashes.push_back(rng_() | 1);
     }
     stored_.push_back(op);
@@ -188,9 +190,9 @@ Result<SnapshotInfo> Load(std::string_view bytes, PrefixIndex* into) {
 
 TEST_SUITE("snapshot") {
   TEST_CASE("A copy is the state at its point while the writer goes on changing it") {
-    constexpr int kBefore = 20000;  // applied before the point (about 15 record segments)
-    constexpr int kChanging = 1500; // applied after the point, before the copy is finished
-    constexpr int kDuring = 3000;   // applied while it is finished
+    constexpr int kBefore = 20000;   // applied before the point (about 15 record segments)
+    constexpr int kChanging = 1500;  // applied after the point, before the copy is finished
+    constexpr int kDuring = 3000;    // applied while it is finished
     for (uint64_t seed : {1, 2, 3}) {
       CAPTURE(seed);
       PrefixIndex live;
@@ -255,6 +257,56 @@ TEST_SUITE("snapshot") {
     }
   }
 
+  TEST_CASE("An engine map of many segments is copied at its point through removals and a grow") {
+    // One instance whose engine map spans several of the copy's 65,536-slot segments. After the
+    // point the writer changes the map before the copy is finished: removals all over it (each
+    // copies only the segments it changes), and a grow (the old slot array goes to the copy, and
+    // the segments not copied yet are read from it).
+    const auto stored = [](uint64_t first, uint64_t count) {  // blocks first+1 .. first+count
+      std::vector<uint64_t> hashes;
+      std::vector<TokenId> tokens;
+      for (uint64_t b = first; b < first + count; ++b) {
+        hashes.push_back(b + 1);
+        for (uint32_t t = 0; t < kBs; ++t) tokens.push_back(static_cast<TokenId>(b * kBs + t));
+      }
+      return test::Batch({test::Stored(hashes, std::nullopt, tokens)});
+    };
+    // The map's capacities as it grows (16, then x1.5, growing before the insert that would pass
+    // a load of 0.8): at the point it holds `at_point` entries, 2 inserts below its next grow.
+    size_t cap = 0;
+    for (size_t n = 1; cap < 6 * 65536; ++n) {
+      if (n * 5 > cap * 4) cap = cap < 16 ? 16 : cap + cap / 2;
+    }
+    const uint64_t grow_at = cap * 4 / 5 + 1;  // the insert that grows it
+    for (const bool removals_first : {true, false}) {
+      CAPTURE(removals_first);
+      const uint64_t held = removals_first ? 200000 : grow_at - 3;
+      PrefixIndex live;
+      PrefixIndex at_point;
+      const SourceId ls = *live.AddSource(Engine("A"));
+      const SourceId ps = *at_point.AddSource(Engine("A"));
+      for (uint64_t b = 0; b < held; b += 1000) {
+        const EventBatch batch = stored(b, std::min<uint64_t>(1000, held - b));
+        REQUIRE(live.Apply(ls, batch).ok());
+        REQUIRE(at_point.Apply(ps, batch).ok());
+      }
+      StateCopy copy = live.BeginCopy();
+      if (removals_first) {
+        for (uint64_t b = 0; b < held; b += 301) {
+          REQUIRE(live.Apply(ls, test::Batch({test::Removed({b + 1})})).ok());
+        }
+      }
+      const uint64_t bytes = live.stats().bytes;
+      REQUIRE(live.Apply(ls, stored(held, 150000)).ok());
+      // The stores grew the map (by half its slots of 12 bytes at least).
+      CHECK(live.stats().bytes >= bytes + cap / 2 * 12);
+      const IndexState state = copy.Finish();
+      CHECK(state.writer_copies > 0);
+      CHECK(state.blocks == at_point.stats().blocks);
+      CHECK(Snap(state) == Snap(at_point.CopyState()));
+    }
+  }
+
   TEST_CASE("A copy abandoned unfinished lets the writer and the next copy go on") {
     PrefixIndex index;
     Target t = Define(index, nullptr);
@@ -288,7 +340,8 @@ TEST_SUITE("snapshot") {
     PrefixIndex restored(options);
     REQUIRE(Load(bytes, &restored).ok());
     CHECK(Snap(restored.CopyState()) == bytes);
-    Target rt{&restored, ot.ids, nullptr, {}};  // the snapshot defined the same sources in the same order
+    Target rt{
+        &restored, ot.ids, nullptr, {}};  // the snapshot defined the same sources in the same order
     for (uint64_t q = 0; q < 16; ++q) {
       Op op;
       op.tokens = {static_cast<TokenId>(q + 5000), 1, 2, 3};
@@ -333,7 +386,8 @@ TEST_SUITE("snapshot") {
     PrefixIndex refused;
     auto bad = Load(AsVersion1(Snap(evicting.CopyState())), &refused);
     REQUIRE_FALSE(bad.ok());
-    CHECK(bad.status().message().find("eviction order in a version 1 snapshot") != std::string::npos);
+    CHECK(bad.status().message().find("eviction order in a version 1 snapshot") !=
+          std::string::npos);
   }
 }
 

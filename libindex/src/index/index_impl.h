@@ -238,23 +238,28 @@ struct PrefixIndex::Impl {
   }
 
   // Before record `idx` or instance `ii`'s engine map changes while a copy is in progress: copies
-  // its segment (or map) into the copy first, unless that is done (index_state.cpp). Exclusive
-  // lock held.
+  // its segment (or the map's segments it will change) into the copy first, unless that is done
+  // (index_state.cpp). Exclusive lock held.
   KVINDEX_HOT void BeforeWrite(uint32_t idx) {
     if (cow != nullptr) [[unlikely]] CopyBeforeWrite(idx);
   }
-  KVINDEX_HOT void BeforeEngineWrite(const Instance& inst) {
-    if (cow != nullptr) [[unlikely]] CopyEngineBeforeWrite(inst.index);
+  // `first`: the first slot of the map the change may write (it writes from there to the end of
+  // that probe run), or kWholeEngineMap for a change anywhere.
+  static constexpr size_t kWholeEngineMap = ~size_t{0};
+  KVINDEX_HOT void BeforeEngineWrite(const Instance& inst, size_t first = kWholeEngineMap) {
+    if (cow != nullptr) [[unlikely]] CopyEngineBeforeWrite(inst.index, first);
   }
   [[gnu::noinline]] void CopyBeforeWrite(uint32_t idx);
-  [[gnu::noinline]] void CopyEngineBeforeWrite(uint32_t ii);
+  [[gnu::noinline]] void CopyEngineBeforeWrite(uint32_t ii, size_t first);
+  // A grown map replaced instance `ii`'s slot array `old` during a copy: the copy keeps it.
+  [[gnu::noinline]] void KeepEngineSlots(uint32_t ii, std::vector<EngineSlot>& old);
   // GrowOutside() for an instance's engine map.
   void GrowEngine(Instance& inst) {
     if (!inst.engine.NeedsGrow()) return;
     BuildOutside([&] { return inst.engine.BuildGrown(); },
                  [&](auto& fresh) {
-                   BeforeEngineWrite(inst);
                    inst.engine.Adopt(fresh);
+                   if (cow != nullptr) [[unlikely]] KeepEngineSlots(inst.index, fresh);
                  });
   }
 
@@ -460,7 +465,7 @@ struct PrefixIndex::Impl {
   }
   // `h` is EngineMix(key).
   void EngineSet(Instance& inst, uint64_t key, uint64_t h, uint32_t idx) {
-    BeforeEngineWrite(inst);
+    if (cow != nullptr) [[unlikely]] CopyEngineBeforeWrite(inst.index, inst.engine.Home(h));
     const auto [pos, found] = inst.engine.FindOrSlot(h, EngineMatch(key));
     if (found) {
       uint32_t& target = inst.engine.at(pos).block;
@@ -476,7 +481,7 @@ struct PrefixIndex::Impl {
     block(idx).AddRef();
   }
   void EngineEraseAt(Instance& inst, size_t pos) {
-    BeforeEngineWrite(inst);
+    BeforeEngineWrite(inst, pos);
     BeforeWrite(inst.engine.at(pos).block);
     block(inst.engine.at(pos).block).DropRef();
     inst.engine.EraseAt(pos);

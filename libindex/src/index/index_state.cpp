@@ -24,6 +24,9 @@ namespace kvindex {
 namespace {
 
 constexpr uint32_t kSegmentBits = 11;
+// An engine map is copied in pieces of this many slots (768 KiB): the longest copy the writer
+// makes of one, whatever the map's size.
+constexpr uint32_t kEngineSegmentBits = 16;
 static_assert((1u << kSegmentBits) == kCopySegment);
 static_assert(kSegmentBits <= kChunkBits, "a segment lies within one chunk");
 
@@ -36,7 +39,8 @@ struct FreeStorage {
 };
 template <typename T>
 std::unique_ptr<T[], FreeStorage> RawArray(size_t n) {
-  return std::unique_ptr<T[], FreeStorage>(static_cast<T*>(std::malloc(std::max<size_t>(1, n) * sizeof(T))));
+  return std::unique_ptr<T[], FreeStorage>(
+      static_cast<T*>(std::malloc(std::max<size_t>(1, n) * sizeof(T))));
 }
 
 // A span of the wall clock and of the calling thread's CPU time (the CPU time leaves out the
@@ -64,10 +68,24 @@ struct IndexState::Copy {
   uint32_t segments = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> seg_mark;
   std::vector<const Instance*> instances;
-  std::unique_ptr<std::atomic<uint8_t>[]> inst_mark;
+  // An instance's engine map at the point, copied in segments of its slot array. `base` stays
+  // valid until the copy ends: the writer changes a segment only after copying it, and when the
+  // map grows (a new slot array) the old array is handed to `kept` instead of being freed, and the
+  // segments still to copy are read from it.
+  struct EngineMap {
+    const EngineSlot* base = nullptr;
+    size_t slots = 0;
+    uint32_t segments = 0;
+    std::unique_ptr<std::atomic<uint8_t>[]> mark;
+    std::vector<std::vector<EngineSlot>> pieces;  // per segment: its occupied slots
+    std::vector<EngineSlot> kept;                 // the array at the point, once replaced
+    bool writer_done = false;                     // the writer need not copy any more (writer-only)
+  };
+  std::vector<EngineMap> maps;  // per instance
   // --- the copy (each piece written once, by whoever took it) ---
-  std::unique_ptr<Block[], FreeStorage> records;  // [allocated]; heap presences point into `overflow`
-  std::vector<std::vector<Presence>> overflow;     // per segment
+  std::unique_ptr<Block[], FreeStorage>
+      records;                                  // [allocated]; heap presences point into `overflow`
+  std::vector<std::vector<Presence>> overflow;  // per segment
   std::unique_ptr<uint64_t[], FreeStorage> touch;  // per record, with max_blocks only
   std::vector<std::vector<EngineSlot>> engine;     // per instance
   // The writer's own copies (written under the exclusive lock, read after the copy ended).
@@ -76,12 +94,12 @@ struct IndexState::Copy {
   uint64_t writer_cpu_max_ns = 0;
   uint64_t writer_ns = 0;
   // --- derived by Finish() ---
-  std::vector<uint32_t> position;     // record -> block position (kNone: free)
-  std::vector<uint32_t> record;       // block position -> record
-  std::vector<uint32_t> holder_inst;  // holder -> its instance
+  std::vector<uint32_t> position;       // record -> block position (kNone: free)
+  std::vector<uint32_t> record;         // block position -> record
+  std::vector<uint32_t> holder_inst;    // holder -> its instance
   std::vector<uint64_t> inline_engine;  // by position (has_inline)
   std::vector<bool> has_inline;
-  std::vector<uint32_t> order;  // eviction order (positions)
+  std::vector<uint32_t> order;       // eviction order (positions)
   std::vector<uint64_t> engine_all;  // per instance: its entries, those travelling inline included
 
   const Block& block(uint32_t idx) const { return records[idx]; }
@@ -133,9 +151,22 @@ struct IndexState::Copy {
       }
     }
   }
-  void CopyEngine(uint32_t ii) {
-    const auto& slots = instances[ii]->engine.slots();
-    engine[ii].assign(slots.begin(), slots.end());
+  void CopyEngineSegment(uint32_t ii, uint32_t seg) {
+    EngineMap& m = maps[ii];
+    const size_t begin = size_t{seg} << kEngineSegmentBits;
+    const size_t end = std::min(m.slots, begin + (size_t{1} << kEngineSegmentBits));
+    std::vector<EngineSlot>& out = m.pieces[seg];
+    out.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      if (m.base[i].block != kNone) out.push_back(m.base[i]);
+    }
+  }
+  // Every segment of instance `ii`'s map not copied yet (waiting for one being copied).
+  void CopyEngineRest(uint32_t ii) {
+    EngineMap& m = maps[ii];
+    for (uint32_t seg = 0; seg < m.segments; ++seg) {
+      Claim(m.mark[seg], [&] { CopyEngineSegment(ii, seg); });
+    }
   }
   void NoteWriter(const Span& span) {
     const uint64_t ns = span.WallNs();
@@ -207,14 +238,56 @@ void PrefixIndex::Impl::CopyBeforeWrite(uint32_t idx) {
   c.NoteWriter(span);
 }
 
-void PrefixIndex::Impl::CopyEngineBeforeWrite(uint32_t ii) {
+void PrefixIndex::Impl::CopyEngineBeforeWrite(uint32_t ii, size_t first) {
   IndexState::Copy& c = *cow;
-  if (ii >= c.instances.size()) return;  // an instance new since the point
-  std::atomic<uint8_t>& mark = c.inst_mark[ii];
-  if (mark.load(std::memory_order_acquire) == kCopied) return;
+  if (ii >= c.maps.size()) return;  // an instance new since the point
+  IndexState::Copy::EngineMap& m = c.maps[ii];
+  if (m.writer_done) return;
+  const auto& map = instances[ii]->engine;
+  const std::vector<EngineSlot>& slots = map.slots();
+  // The change writes from `first` to the end of its probe run (the first empty slot).
+  size_t last = first;
+  if (first != kWholeEngineMap && !map.NeedsGrow()) {
+    while (last < slots.size() && slots[last].block != kNone) ++last;
+    if (last < m.slots) {  // nothing to do when every segment it writes is copied already
+      bool copied = true;
+      for (size_t seg = first >> kEngineSegmentBits; seg <= (last >> kEngineSegmentBits); ++seg) {
+        copied = copied && m.mark[seg].load(std::memory_order_acquire) == kCopied;
+      }
+      if (copied) return;
+    }
+  }
   const Span span;
-  IndexState::Copy::Claim(mark, [&] { c.CopyEngine(ii); });
+  if (first == kWholeEngineMap) {
+    c.CopyEngineRest(ii);
+    m.writer_done = true;
+  } else if (map.NeedsGrow()) {
+    // The change would grow the map: grow it here, keeping the old array for the copy.
+    std::vector<EngineSlot> grown = map.BuildGrown();
+    instances[ii]->engine.Adopt(grown);
+    m.kept = std::move(grown);
+    m.writer_done = true;
+  } else {
+    // A run that reaches the end of the array appends a slot, which may move the array: then the
+    // rest is copied first.
+    if (last >= slots.size() || last >= m.slots) {
+      c.CopyEngineRest(ii);
+      m.writer_done = true;
+    } else {
+      for (size_t seg = first >> kEngineSegmentBits; seg <= (last >> kEngineSegmentBits); ++seg) {
+        IndexState::Copy::Claim(m.mark[seg],
+                                [&] { c.CopyEngineSegment(ii, static_cast<uint32_t>(seg)); });
+      }
+    }
+  }
   c.NoteWriter(span);
+}
+
+void PrefixIndex::Impl::KeepEngineSlots(uint32_t ii, std::vector<EngineSlot>& old) {
+  IndexState::Copy& c = *cow;
+  if (ii >= c.maps.size() || c.maps[ii].writer_done) return;
+  c.maps[ii].kept = std::move(old);
+  c.maps[ii].writer_done = true;
 }
 
 // ---------------------------------------------------------------- the point
@@ -228,8 +301,8 @@ StateCopy::~StateCopy() {
   // Abandoned: every piece is marked done (waiting for one being copied), then the copy ends.
   IndexState::Copy& c = *state_.copy_;
   for (uint32_t s = 0; s < c.segments; ++s) IndexState::Copy::Claim(c.seg_mark[s], [] {});
-  for (uint32_t ii = 0; ii < c.instances.size(); ++ii) {
-    IndexState::Copy::Claim(c.inst_mark[ii], [] {});
+  for (IndexState::Copy::EngineMap& m : c.maps) {
+    for (uint32_t seg = 0; seg < m.segments; ++seg) IndexState::Copy::Claim(m.mark[seg], [] {});
   }
   End();
 }
@@ -256,10 +329,17 @@ StateCopy PrefixIndex::BeginCopy() const {
       for (const auto& chunk : im.touch_chunks) c.touch_chunks.push_back(chunk.get());
       c.touch = RawArray<uint64_t>(c.allocated);
     }
-    c.inst_mark = std::make_unique<std::atomic<uint8_t>[]>(im.instances.size());
+    c.maps.resize(im.instances.size());
     c.engine.resize(im.instances.size());
     for (const auto& inst_ptr : im.instances) {
       const Instance& inst = *inst_ptr;
+      IndexState::Copy::EngineMap& m = c.maps[c.instances.size()];
+      m.base = inst.engine.slots().data();
+      m.slots = inst.engine.slots().size();
+      m.segments = static_cast<uint32_t>((m.slots + (size_t{1} << kEngineSegmentBits) - 1) >>
+                                         kEngineSegmentBits);
+      m.mark = std::make_unique<std::atomic<uint8_t>[]>(m.segments);
+      m.pieces.resize(m.segments);
       c.instances.push_back(&inst);
       StateInstance si;
       si.name = inst.name;
@@ -327,10 +407,19 @@ IndexState StateCopy::Finish() {
   for (uint32_t s = 0; s < c.segments; ++s) {
     IndexState::Copy::Claim(c.seg_mark[s], [&] { c.CopySegment(s); });
   }
-  for (uint32_t ii = 0; ii < c.instances.size(); ++ii) {
-    IndexState::Copy::Claim(c.inst_mark[ii], [&] { c.CopyEngine(ii); });
-  }
+  for (uint32_t ii = 0; ii < c.maps.size(); ++ii) c.CopyEngineRest(ii);
   End();
+  for (uint32_t ii = 0; ii < c.maps.size(); ++ii) {
+    IndexState::Copy::EngineMap& m = c.maps[ii];
+    size_t n = 0;
+    for (const auto& piece : m.pieces) n += piece.size();
+    c.engine[ii].reserve(n);
+    for (auto& piece : m.pieces) {
+      c.engine[ii].insert(c.engine[ii].end(), piece.begin(), piece.end());
+      std::vector<EngineSlot>().swap(piece);
+    }
+    std::vector<EngineSlot>().swap(m.kept);
+  }
   c.Derive(state_);
   return std::move(state_);
 }

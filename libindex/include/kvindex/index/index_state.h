@@ -8,7 +8,8 @@
 // the small per-source and per-instance state), and StateCopy::Finish(), on any thread and
 // without the lock, copies the block records and engine maps in pieces while the writer goes on:
 // before the writer first changes a piece the copy has not taken yet (a segment of
-// kCopySegment records, or one instance's engine map), it copies that piece itself. Queries are
+// kCopySegment records, or 65,536 slots of one instance's engine map; when a map grows during the
+// copy its old slot array is kept for the copy instead), it copies that piece itself. Queries are
 // never held up by a copy; the writer pauses for the point and for each piece it copies. One copy
 // runs at a time (a second BeginCopy() waits for the first Finish()). The IndexState is then read
 // without any lock. An IndexLoader is the index's writer while it exists: nothing else may write
