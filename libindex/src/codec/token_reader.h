@@ -328,7 +328,30 @@ class TokenReader {
     TokenId* dst = out.data();
     const uint8_t* p = p_;
     const uint8_t* const end = end_;  // (a local: the stores through dst may alias the member)
-    for (uint32_t i = 0; i < n; ++i) {
+    uint32_t i = 0;
+    // While five bytes are left (the widest encoding of a token id) no item needs its own bounds
+    // check. The common encodings are the fall-through path and the loop's only taken branch is
+    // its back edge: laid out the other way round (as a bounds check per item made the compiler
+    // do) a 32-block event took twice as long for the same instructions.
+    for (; i < n && end - p >= 5; ++i) {
+      const uint8_t b = *p;
+      if (b < 0x80) [[likely]] {
+        dst[i] = b;
+        p += 1;
+      } else if (b == 0xce) [[likely]] {
+        dst[i] = BigEndian<uint32_t>(p + 1);
+        p += 5;
+      } else if (b == 0xcd) [[likely]] {
+        dst[i] = BigEndian<uint16_t>(p + 1);
+        p += 3;
+      } else if (b == 0xcc) {
+        dst[i] = p[1];
+        p += 2;
+      } else {
+        break;  // another encoding: the general reader below
+      }
+    }
+    for (; i < n; ++i) {
       const uint8_t b = p < end ? *p : 0xc1;
       const size_t left = static_cast<size_t>(end - p);
       if (b < 0x80) {
