@@ -5,7 +5,8 @@
 // both stopping rules; documents read in place whose buffer goes on past the text with more
 // digits, which must not be read as part of the document; and documents read with a
 // JsonArrayHint, which must give what the same document gives without one (the reference there
-// is the reader's own unhinted path, the ids checked against nlohmann_json too).
+// is the reader's own unhinted path, the ids checked against nlohmann_json too); and long arrays
+// over many 64-byte blocks, with structural faults, both ways.
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -226,6 +227,70 @@ TEST_CASE("A hinted array reads as the same document without the hint") {
     cut += hinted.restarts == 0 && want.kind == JsonError::Kind::kNone;
   }
   CHECK(cut > 500);  // documents read with the array cut out
+}
+
+// Long arrays: the text path reads 64-byte blocks, so these put the '[', the ids, the runs of
+// whitespace and the ']' at every offset of a block and across blocks, with one structural fault
+// now and then (a ',' doubled, dropped, leading or trailing; a space or a sign inside the ids; a
+// byte of another kind), each read plainly and with the array cut out (JsonArrayHint).
+TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the hint") {
+  std::mt19937_64 rng(99);
+  JsonReader plain_reader;
+  JsonReader hinted_reader;
+  JsonArrayHint hint;
+  hint.key = "ids";
+  hint.max = ~uint64_t{0};
+  int read = 0;
+  int faults = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const auto wide_space = [&] {
+      if (rng() % 50 == 0) return std::string(1 + rng() % 130, " \n\t\r"[rng() % 4]);
+      return Space(rng);
+    };
+    std::string array = "[" + (rng() % 4 == 0 ? wide_space() : std::string());
+    const size_t n = rng() % 5 == 0 ? rng() % 4 : rng() % 400;
+    for (size_t k = 0; k < n; ++k) {
+      if (k > 0) array += (rng() % 3 == 0 ? wide_space() : "") + "," +
+                          (rng() % 3 == 0 ? wide_space() : "");
+      const int digits = rng() % 200 == 0 ? 20 : 1 + static_cast<int>(rng() % (rng() % 2 ? 6 : 19));
+      std::string e(1, static_cast<char>((digits == 1 ? '0' : '1') + rng() % (digits == 1 ? 10 : 9)));
+      while (static_cast<int>(e.size()) < digits) e += static_cast<char>('0' + rng() % 10);
+      array += e;
+    }
+    array += (rng() % 4 == 0 ? wide_space() : "") + "]";
+    if (rng() % 4 == 0 && array.size() > 2) {  // one fault somewhere in the array
+      ++faults;
+      const size_t at = 1 + rng() % (array.size() - 2);
+      static const char* kFault[] = {",", "", " ", "-", ".", "e", "x", "0", ",,", "]", "["};
+      const std::string f = kFault[rng() % (sizeof kFault / sizeof kFault[0])];
+      if (f.empty()) {
+        array.erase(at, 1);
+      } else {
+        array.insert(at, f);
+      }
+    }
+    const std::string text = "{\"m\":\"" + std::string(rng() % 64, 'a') + "\",\"ids\":" + array +
+                             (rng() % 2 ? ",\"z\":1}" : "}");
+    IdsVisitor plain;
+    IdsVisitor hinted;
+    plain.rules.max = hinted.rules.max = hint.max;
+    const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
+    const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
+    const Expected reference = Reference(text, plain.rules);
+    INFO(text);
+    REQUIRE((want.kind == JsonError::Kind::kNone) == reference.json);
+    REQUIRE(got.kind == want.kind);
+    CHECK(got.offset == want.offset);
+    if (!reference.json) continue;
+    ++read;
+    CHECK(plain.ids == reference.ids);
+    CHECK(hinted.ids == reference.ids);
+    CHECK(plain.scan.count == reference.count);
+    CHECK(plain.scan.first_bad == reference.first_bad);
+    CHECK(hinted.scan.first_bad == reference.first_bad);
+  }
+  CHECK(read > 2000);
+  CHECK(faults > 500);
 }
 
 }  // TEST_SUITE
