@@ -20,6 +20,9 @@
 #   OUT_SUFFIX names the results file ingest-<commit>-<suffix>.json. RATE=N paces the publisher at
 #   N batches/s instead of --blast: at a rate every subscriber keeps up with, the pairs' "CPU per
 #   block" is what recording costs at that live rate (their rate ratio is then ~1 by construction).
+#   PUB_NICE=N runs the publisher at niceness N (default 0): on a 2-core machine the blasting
+#   publisher takes a whole core, so niceness tells the subscriber's own contention from the
+#   publisher's.
 # Sizes: 50-event batches of 1-block events, 200,000 batches (10 M blocks); 1-event batches,
 # 1,000,000 batches. Rates are over the subscriber's first-to-last received message; blocks are
 # applied events (each event stores one block: --prompt-blocks 1).
@@ -102,7 +105,7 @@ run_subs() {
   local pub=${names[0]}
   local pace=(--blast)
   [ -n "${RATE:-}" ] && pace=(--rate "$RATE" --hwm 1000000)
-  /usr/bin/time -f "%U %S" -o "$tmp/$pub-pub.time" \
+  /usr/bin/time -f "%U %S" -o "$tmp/$pub-pub.time" nice -n "${PUB_NICE:-0}" \
     "$KVINDEX" publish-fake --format vllm "${pace[@]}" --count "$count" --events-per-batch "$epb" \
     --prompt-blocks 1 --prefix-blocks 0 --capacity 100000000 \
     --port "$port" --replay-port "$rport" --wait-subscribers "${#names[@]}" --wait-timeout 20 --linger 3 \
