@@ -15,6 +15,14 @@
 // latency percentiles (us). --samples writes one line per measured request: its due time (us since
 // the first request was due) and its latency (us), to see when slow answers happened.
 //
+// Machine stalls. A second thread sleeps 1 ms at a time and records every wake-up more than 2 ms
+// late: an interval in which a thread that wanted the CPU did not get it, whoever held it (on the
+// 2-vCPU test machine, mostly a kernel thread: see docs/benchmarks.md, "Machine stalls"). The
+// results give their count, total and longest over the measured window, and the latency
+// percentiles again over the requests whose [due, answered] interval overlaps no stall
+// (`p99_us_clear`), so that a server's tail can be told from the machine's. Every request counts
+// in the plain percentiles; the clear ones are a second view, never a replacement.
+//
 // One thread and raw sockets, so that the generator's own CPU (it shares the machine with the
 // server under test) stays small: the previous design, one cpp-httplib client thread per
 // connection sleeping until each request's time, used ~0.45 core at 5,000 requests/s on the
@@ -25,9 +33,11 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -39,6 +49,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -154,6 +165,30 @@ size_t AnswerEnd(const std::string& in, int& status, bool& close) {
   return in.size() >= end ? end : 0;
 }
 
+// An interval in which the probe thread was kept off the CPU: [begin, end] in steady-clock ns.
+struct Stall {
+  int64_t begin;
+  int64_t end;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// Sleeps 1 ms at a time until `stop`, recording every wake-up more than 2 ms late.
+void ProbeStalls(const std::atomic<bool>& stop, std::vector<Stall>& stalls) {
+  constexpr int64_t kPeriodNs = 1'000'000;
+  constexpr int64_t kLateNs = 2'000'000;
+  int64_t intended = NowNs() + kPeriodNs;
+  while (!stop.load(std::memory_order_relaxed)) {
+    const timespec at{static_cast<time_t>(intended / 1'000'000'000), static_cast<long>(intended % 1'000'000'000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr);
+    const int64_t woke = NowNs();
+    if (woke - intended > kLateNs) stalls.push_back({intended, woke});
+    intended = std::max(intended, woke) + kPeriodNs;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,7 +205,12 @@ int main(int argc, char** argv) {
     }
   }
   if (requests.empty()) Usage("no bodies in --bodies FILE");
-  ::prctl(PR_SET_TIMERSLACK, 1UL);  // wake at the due time, not up to 50 us after it
+  ::prctl(PR_SET_TIMERSLACK, 1UL);  // wake at the due time, not up to 50 us after it (the probe
+                                   // thread inherits it)
+  std::atomic<bool> probe_stop{false};
+  std::vector<Stall> stalls;
+  stalls.reserve(100000);
+  std::thread probe([&] { ProbeStalls(probe_stop, stalls); });
 
   const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll < 0) Fail(std::string("epoll_create1: ") + std::strerror(errno));
@@ -201,8 +241,8 @@ int main(int argc, char** argv) {
   };
   std::vector<int64_t> latencies;
   latencies.reserve(total);
-  std::vector<std::pair<uint64_t, int64_t>> samples;  // (request, latency ns) for --samples
-  if (!o.samples.empty()) samples.reserve(total);
+  std::vector<std::pair<uint64_t, int64_t>> samples;  // (request, latency ns), every measured one
+  samples.reserve(total);
   std::vector<size_t> idle;
   for (size_t c = connections.size(); c-- > 0;) idle.push_back(c);
   std::deque<uint64_t> waiting;  // due requests that found every connection busy
@@ -297,7 +337,7 @@ int main(int argc, char** argv) {
           ++errors;
         } else if (conn.request >= warm) {
           latencies.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(finished - conn.due).count());
-          if (!o.samples.empty()) samples.emplace_back(conn.request, latencies.back());
+          samples.emplace_back(conn.request, latencies.back());
         }
         conn.busy = false;
         conn.in.erase(0, end);
@@ -319,8 +359,45 @@ int main(int argc, char** argv) {
     }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  probe_stop.store(true);
+  probe.join();
   std::sort(latencies.begin(), latencies.end());
-  char json[1024];
+  std::sort(samples.begin(), samples.end());
+  // The stalls inside the measured window, and the requests that overlap none of them.
+  const int64_t window_begin = std::chrono::duration_cast<std::chrono::nanoseconds>(due_of(warm).time_since_epoch()).count();
+  uint64_t stall_count = 0;
+  int64_t stalled_ns = 0;
+  int64_t longest_stall_ns = 0;
+  for (const Stall& s : stalls) {
+    if (s.end < window_begin) continue;
+    ++stall_count;
+    stalled_ns += s.end - s.begin;
+    longest_stall_ns = std::max(longest_stall_ns, s.end - s.begin);
+  }
+  std::vector<int64_t> clear;  // latencies of the requests that overlap no stall
+  clear.reserve(samples.size());
+  size_t first_stall = 0;  // requests come in due order, stalls in time order
+  for (const auto& [k, ns] : samples) {
+    const int64_t due = std::chrono::duration_cast<std::chrono::nanoseconds>(due_of(k).time_since_epoch()).count();
+    while (first_stall < stalls.size() && stalls[first_stall].end < due - 10'000'000'000) ++first_stall;
+    bool overlaps = false;
+    for (size_t i = first_stall; i < stalls.size() && stalls[i].begin <= due + ns; ++i) {
+      if (stalls[i].end >= due) {
+        overlaps = true;
+        break;
+      }
+    }
+    if (!overlaps) clear.push_back(ns);
+  }
+  std::sort(clear.begin(), clear.end());
+  char stall_json[512];
+  std::snprintf(stall_json, sizeof(stall_json),
+                ", \"machine_stalls\": %llu, \"machine_stalled_ms\": %.1f, \"machine_stall_max_us\": %.1f, "
+                "\"clear\": %zu, \"p50_us_clear\": %.1f, \"p99_us_clear\": %.1f, \"p999_us_clear\": %.1f}",
+                static_cast<unsigned long long>(stall_count), static_cast<double>(stalled_ns) / 1e6,
+                static_cast<double>(longest_stall_ns) / 1000.0, clear.size(), Percentile(clear, 0.50),
+                Percentile(clear, 0.99), Percentile(clear, 0.999));
+  char json[1536];
   std::snprintf(json, sizeof(json),
                 "{\"path\": \"%s\", \"rate\": %.0f, \"connections\": %d, \"duration_s\": %.1f, \"warmup_s\": %.1f, "
                 "\"measured\": %zu, \"errors\": %llu, \"queued\": %llu, \"late_sends\": %llu, "
@@ -332,13 +409,15 @@ int main(int argc, char** argv) {
                 Percentile(latencies, 0.50), Percentile(latencies, 0.90), Percentile(latencies, 0.99),
                 Percentile(latencies, 0.999),
                 latencies.empty() ? 0.0 : static_cast<double>(latencies.back()) / 1000.0);
-  std::printf("%s\n", json);
+  std::string line(json);
+  line.pop_back();  // the closing brace: the stall figures follow
+  line += stall_json;
+  std::printf("%s\n", line.c_str());
   if (!o.out.empty()) {
     std::ofstream out(o.out);
-    out << json << "\n";
+    out << line << "\n";
   }
   if (!o.samples.empty()) {
-    std::sort(samples.begin(), samples.end());
     std::ofstream out(o.samples);
     for (const auto& [k, ns] : samples) {
       out << static_cast<int64_t>(static_cast<double>(k) * interval_ns / 1000.0) << '\t' << ns / 1000 << '\n';

@@ -5,7 +5,8 @@
 # /metrics query count must rise by exactly 300. Usage errors exit 2. bench/http_floor (the
 # machine's latency floor in bench-http.sh) must answer the same load with 0 errors and survive a
 # request that is not HTTP. A run whose idle connections the server closes (keep-alive timeout)
-# still sends and counts every request.
+# still sends and counts every request. The generator's stall probe sees a stop made on purpose
+# and leaves the requests it delayed out of the clear percentiles.
 . "$(dirname "$0")/../cli/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 PIDS=()
@@ -56,6 +57,32 @@ assert len(rows) == 200, len(rows)
 assert [d for d, _ in rows] == [500000 + 5000 * k for k in range(200)], rows[:3]
 # The samples are whole microseconds (truncated), max_us is rounded to 0.1 us.
 assert abs(max(l for _, l in rows) - r["max_us"]) <= 1, (max(l for _, l in rows), r["max_us"])
+# The stall figures are there; requests clear of stalls are a subset of the measured ones.
+assert 0 <= r["clear"] <= r["measured"] and r["machine_stalls"] >= 0, r
+assert r["machine_stalls"] > 0 or r["clear"] == r["measured"], r
+PYEOF
+
+# A stall made on purpose: the generator is stopped (SIGSTOP) for 300 ms inside its measured window,
+# so its probe thread wakes at least 250 ms late once, and every request due during the stop
+# (about 60 at 200/s) overlaps that stall: they leave the clear percentiles, which must then be
+# below the stall's length while the plain p99 is above it.
+"$HTTP_LOAD" --port "$PORT" --bodies "$TMP/bodies.jsonl" --rate 200 --duration 2 --warmup 0.5 \
+  --connections 3 --out "$TMP/stop.json" >/dev/null 2>&1 &
+load=$!
+PIDS+=($load)
+sleep 1.2
+kill -STOP $load
+sleep 0.3
+kill -CONT $load
+wait $load || fail "http_load run with a stop"
+"$PY" - "$TMP/stop.json" <<'PYEOF' || fail "http_load stall probe"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["measured"] == 400 and r["errors"] == 0, r
+assert r["machine_stalls"] >= 1 and r["machine_stall_max_us"] >= 250000, r
+assert r["machine_stalled_ms"] >= 250, r
+assert r["measured"] - r["clear"] >= 50, r
+assert r["p99_us"] >= 200000 and r["p99_us_clear"] < 200000, r
 PYEOF
 kill -TERM $sub
 wait $sub
