@@ -103,13 +103,23 @@ PYEOF
 cpu_of() {  # utime + stime of a live process, seconds (as in bench-ingest.sh)
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
+kernel_monitor_cpu() {  # CPU seconds used so far by the kernel's DAMON threads (kdamond.N), if any
+  local total=0 p
+  for p in $(pgrep -x 'kdamond\.[0-9]+' || true); do
+    total=$(awk -v t="$total" '{print t + $1 / 1e9}' "/proc/$p/schedstat" 2>/dev/null || echo "$total")
+  done
+  echo "$total"
+}
 load() {  # load PORT PHASE PID: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR);
-  # the server's CPU (process PID) over the run in $tmp/PHASE.cpu, seconds
-  local before
+  # the server's CPU (process PID) over the run in $tmp/PHASE.cpu, seconds; the kernel's DAMON
+  # threads' CPU over the run in $tmp/PHASE.kdamond (docs/benchmarks.md, "Machine stalls")
+  local before kbefore
   before=$(cpu_of "$3")
+  kbefore=$(kernel_monitor_cpu)
   "$LOAD" --port "$1" --bodies "$tmp/bodies.jsonl" --rate "$RATE" --duration "$DURATION" \
     --connections "$CONNS" --out "$tmp/$2.json" ${SAMPLES_DIR:+--samples "$SAMPLES_DIR/$2.tsv"} >&2 || true
   awk -v a="$before" -v b="$(cpu_of "$3")" 'BEGIN {print b - a}' >"$tmp/$2.cpu"
+  awk -v a="$kbefore" -v b="$(kernel_monitor_cpu)" 'BEGIN {print b - a}' >"$tmp/$2.kdamond"
 }
 t0=$(server_time)
 echo "== baseline: $CONNS connections, no ingest" >&2
@@ -176,6 +186,11 @@ cpu = {"no_ingest": cpu_us_per_request("baseline", base),
 if ingest:
     cpu["loaded_with_ingest"] = cpu_us_per_request("loaded", loaded)
     cpu["floor_loaded"] = cpu_us_per_request("floor-loaded", floor_loaded)
+phase_files = {"baseline": base, "floor-idle": floor_idle, "loaded": loaded, "floor-loaded": floor_loaded}
+kdamond_ms = {k: float(open(tmp + "/" + k + ".kdamond").read()) * 1e3
+              for k, v in phase_files.items() if v is not None}
+def clear_ratio(a, b):
+    return a["p99_us_clear"] / b["p99_us_clear"] if a and b and b.get("p99_us_clear") else None
 result = {"commit": commit, "http_threads": int(os.environ.get("HTTP_THREADS", "2")),
           "presences": presences, "baseline": base, "loaded": loaded,
           "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,
@@ -189,21 +204,29 @@ result = {"commit": commit, "http_threads": int(os.environ.get("HTTP_THREADS", "
           "ratio_p99_loaded_over_baseline": loaded["p99_us"] / base["p99_us"] if ingest and base["p99_us"] else None,
           "ratio_p99_over_floor": {"no_ingest": base["p99_us"] / floor_idle["p99_us"],
                                    "loaded": loaded["p99_us"] / floor_loaded["p99_us"] if ingest else None},
+          "ratio_p99_clear_over_floor": {"no_ingest": clear_ratio(base, floor_idle),
+                                         "loaded": clear_ratio(loaded, floor_loaded)},
+          "kdamond_cpu_ms": kdamond_ms,
           "cpus": os.cpu_count(), "loadavg_after": open("/proc/loadavg").read().split()[:3]}
 json.dump(result, open(out, "w"), indent=1)
-print("%-22s %8s %8s %8s %8s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors"))
-phases = [("no ingest %d conn" % base["connections"], base), ("floor, no ingest", floor_idle)]
+print("%-22s %8s %8s %8s %8s %8s %7s %9s %9s %10s %8s" % ("run", "rate", "p50 us", "p99 us", "p999 us", "errors",
+      "stalls", "stall ms", "max ms", "clear p99", "kdamond"))
+phases = [("no ingest %d conn" % base["connections"], base, "baseline"), ("floor, no ingest", floor_idle, "floor-idle")]
 if ingest:
-    phases += [("loaded %d conn" % loaded["connections"], loaded), ("floor, loaded", floor_loaded)]
-for name, r in phases:
-    print("%-22s %8.0f %8.1f %8.1f %8.1f %8d" % (name, r["achieved_rate"], r["p50_us"], r["p99_us"], r["p999_us"], r["errors"]))
+    phases += [("loaded %d conn" % loaded["connections"], loaded, "loaded"), ("floor, loaded", floor_loaded, "floor-loaded")]
+for name, r, key in phases:
+    print("%-22s %8.0f %8.1f %8.1f %8.1f %8d %7d %9.1f %9.1f %10.1f %6.0fms" % (name, r["achieved_rate"], r["p50_us"],
+          r["p99_us"], r["p999_us"], r["errors"], r["machine_stalls"], r["machine_stalled_ms"],
+          r["machine_stall_max_us"] / 1e3, r["p99_us_clear"], kdamond_ms[key]))
 print("server time per query (mean, us): baseline %s, loaded %s" % (result["server_mean_us"]["baseline"], result["server_mean_us"]["loaded"]))
 print("server process CPU per request (us): kvindex %.1f, floor %.1f (ratio %.2f)"
       % (cpu["no_ingest"], cpu["floor_no_ingest"], cpu["no_ingest"] / cpu["floor_no_ingest"]))
-print("p99 / floor p99: no ingest %.2f" % result["ratio_p99_over_floor"]["no_ingest"])
+print("p99 / floor p99: no ingest %.2f (clear of machine stalls %.2f)"
+      % (result["ratio_p99_over_floor"]["no_ingest"], result["ratio_p99_clear_over_floor"]["no_ingest"] or 0))
 if ingest:
-    print("loaded, ingest included: kvindex %.1f, floor %.1f us CPU per request; p99 / floor p99 %.2f"
-          % (cpu["loaded_with_ingest"], cpu["floor_loaded"], result["ratio_p99_over_floor"]["loaded"]))
+    print("loaded, ingest included: kvindex %.1f, floor %.1f us CPU per request; p99 / floor p99 %.2f (clear %.2f)"
+          % (cpu["loaded_with_ingest"], cpu["floor_loaded"], result["ratio_p99_over_floor"]["loaded"],
+             result["ratio_p99_clear_over_floor"]["loaded"] or 0))
     print("presences %d; stream applied %d of %d batches, gaps %d, lost %d" % (presences, applied, sent, gaps, lost))
 print("wrote", out)
 PYEOF
