@@ -15,9 +15,10 @@
 // latency percentiles (us). --samples writes one line per measured request: its due time (us since
 // the first request was due) and its latency (us), to see when slow answers happened.
 //
-// Machine stalls. A second thread sleeps 1 ms at a time and records every wake-up more than 2 ms
-// late: an interval in which a thread that wanted the CPU did not get it, whoever held it (on the
-// 2-vCPU test machine, mostly a kernel thread: see docs/benchmarks.md, "Machine stalls"). The
+// Machine stalls. One probe thread per CPU, pinned to it, sleeps 1 ms at a time and records every
+// wake-up more than 2 ms late: an interval in which that CPU did not run a thread that wanted it,
+// whoever held it (on the 2-vCPU test machine, mostly a kernel thread: see docs/benchmarks.md,
+// "Machine stalls"). A stall on any CPU counts, since a server thread may have been on it. The
 // results give their count, total and longest over the measured window, and the latency
 // percentiles again over the requests whose [due, answered] interval overlaps no stall
 // (`p99_us_clear`), so that a server's tail can be told from the machine's. Every request counts
@@ -30,6 +31,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -175,8 +178,12 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-// Sleeps 1 ms at a time until `stop`, recording every wake-up more than 2 ms late.
-void ProbeStalls(const std::atomic<bool>& stop, std::vector<Stall>& stalls) {
+// Sleeps 1 ms at a time on CPU `cpu` until `stop`, recording every wake-up more than 2 ms late.
+void ProbeStalls(int cpu, const std::atomic<bool>& stop, std::vector<Stall>& stalls) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);  // best effort: unpinned otherwise
   constexpr int64_t kPeriodNs = 1'000'000;
   constexpr int64_t kLateNs = 2'000'000;
   int64_t intended = NowNs() + kPeriodNs;
@@ -208,9 +215,13 @@ int main(int argc, char** argv) {
   ::prctl(PR_SET_TIMERSLACK, 1UL);  // wake at the due time, not up to 50 us after it (the probe
                                    // thread inherits it)
   std::atomic<bool> probe_stop{false};
-  std::vector<Stall> stalls;
-  stalls.reserve(100000);
-  std::thread probe([&] { ProbeStalls(probe_stop, stalls); });
+  const int cpus = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  std::vector<std::vector<Stall>> cpu_stalls(static_cast<size_t>(cpus));
+  std::vector<std::thread> probes;
+  for (int c = 0; c < cpus; ++c) {
+    cpu_stalls[static_cast<size_t>(c)].reserve(100000);
+    probes.emplace_back([&, c] { ProbeStalls(c, probe_stop, cpu_stalls[static_cast<size_t>(c)]); });
+  }
 
   const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll < 0) Fail(std::string("epoll_create1: ") + std::strerror(errno));
@@ -360,7 +371,10 @@ int main(int argc, char** argv) {
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   probe_stop.store(true);
-  probe.join();
+  for (std::thread& t : probes) t.join();
+  std::vector<Stall> stalls;  // every CPU's, by start
+  for (const auto& v : cpu_stalls) stalls.insert(stalls.end(), v.begin(), v.end());
+  std::sort(stalls.begin(), stalls.end(), [](const Stall& a, const Stall& b) { return a.begin < b.begin; });
   std::sort(latencies.begin(), latencies.end());
   std::sort(samples.begin(), samples.end());
   // The stalls inside the measured window, and the requests that overlap none of them.
@@ -376,10 +390,10 @@ int main(int argc, char** argv) {
   }
   std::vector<int64_t> clear;  // latencies of the requests that overlap no stall
   clear.reserve(samples.size());
-  size_t first_stall = 0;  // requests come in due order, stalls in time order
+  size_t first_stall = 0;  // requests come in due order, stalls by start (none lasts 10 s)
   for (const auto& [k, ns] : samples) {
     const int64_t due = std::chrono::duration_cast<std::chrono::nanoseconds>(due_of(k).time_since_epoch()).count();
-    while (first_stall < stalls.size() && stalls[first_stall].end < due - 10'000'000'000) ++first_stall;
+    while (first_stall < stalls.size() && stalls[first_stall].begin < due - 10'000'000'000) ++first_stall;
     bool overlaps = false;
     for (size_t i = first_stall; i < stalls.size() && stalls[i].begin <= due + ns; ++i) {
       if (stalls[i].end >= due) {

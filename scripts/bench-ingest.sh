@@ -210,6 +210,15 @@ for base in ("50ev", "1ev"):
               p99(snap) / p99(q), p99(snap), p99(q), sum(r["snapshots"] for r in snap),
               max(r["snapshot_pause_max_us"] for r in snap),
               max(r["snapshot_piece_cpu_max_us"] for r in snap)))
+        qs = lambda rs, k: [r["query"][k] for r in rs if r["query"] and k in r["query"]]
+        if qs(q, "p99_us_clear") and qs(snap, "p99_us_clear"):
+            # bench/http_load's view clear of machine stalls (docs/benchmarks.md "Machine stalls")
+            print("%s: query p99 clear of machine stalls x%.3f (%.0f us against %.0f); machine stalls "
+                  "per run with snapshots %s (longest %.1f ms), without %s (longest %.1f ms)" % (
+                  base, statistics.median(qs(snap, "p99_us_clear")) / statistics.median(qs(q, "p99_us_clear")),
+                  statistics.median(qs(snap, "p99_us_clear")), statistics.median(qs(q, "p99_us_clear")),
+                  qs(snap, "machine_stalls"), max(qs(snap, "machine_stall_max_us")) / 1e3,
+                  qs(q, "machine_stalls"), max(qs(q, "machine_stall_max_us")) / 1e3))
 # Pairs: the ratio within each repetition (same stream, same seconds), then the median.
 by_name = {r["name"]: r for r in rows}
 for base in ("50ev-pair", "1ev-pair"):
