@@ -17,9 +17,9 @@
 //
 // Machine stalls. One probe thread per CPU, pinned to it, sleeps 1 ms at a time and records every
 // wake-up more than 2 ms late: an interval in which that CPU did not run a thread that wanted it,
-// whoever held it (on the 2-vCPU test machine, mostly a kernel thread: see docs/benchmarks.md,
-// "Machine stalls"). A stall on any CPU counts, since a server thread may have been on it. The
-// results give their count, total and longest over the measured window, and the latency
+// whoever held it (on the 2-vCPU test machine, mostly a kernel thread: see
+// docs/benchmarks-machine.md). A stall on any CPU counts, since a server thread may have been on
+// it. The results give their count, total and longest over the measured window, and the latency
 // percentiles again over the requests whose [due, answered] interval overlaps no stall
 // (`p99_us_clear`), so that a server's tail can be told from the machine's. Every request counts
 // in the plain percentiles; the clear ones are a second view, never a replacement.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP query latency under ingest (docs/benchmarks.md "Latency and CPU under ingest"):
+# HTTP query latency under ingest (docs/benchmarks-http.md "Latency and CPU under ingest"):
 # bench/http_load (open loop, latency from the scheduled send time) POSTs /query with 2,048-token
 # prompts (128 blocks of 16) to `kvindex subscribe --http` whose index holds >= 1 M presences, while
 # publish-fake streams 200 k blocks/s into the same process on a second source. Baselines, same rate
@@ -112,7 +112,7 @@ kernel_monitor_cpu() {  # CPU seconds used so far by the kernel's DAMON threads 
 }
 load() {  # load PORT PHASE PID: one generator run, results in $tmp/PHASE.json (and SAMPLES_DIR);
   # the server's CPU (process PID) over the run in $tmp/PHASE.cpu, seconds; the kernel's DAMON
-  # threads' CPU over the run in $tmp/PHASE.kdamond (docs/benchmarks.md, "Machine stalls")
+  # threads' CPU over the run in $tmp/PHASE.kdamond (docs/benchmarks-machine.md)
   local before kbefore
   before=$(cpu_of "$3")
   kbefore=$(kernel_monitor_cpu)

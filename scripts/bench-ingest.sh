@@ -212,7 +212,7 @@ for base in ("50ev", "1ev"):
               max(r["snapshot_piece_cpu_max_us"] for r in snap)))
         qs = lambda rs, k: [r["query"][k] for r in rs if r["query"] and k in r["query"]]
         if qs(q, "p99_us_clear") and qs(snap, "p99_us_clear"):
-            # bench/http_load's view clear of machine stalls (docs/benchmarks.md "Machine stalls")
+            # bench/http_load's view clear of machine stalls (docs/benchmarks-machine.md)
             print("%s: query p99 clear of machine stalls x%.3f (%.0f us against %.0f); machine stalls "
                   "per run with snapshots %s (longest %.1f ms), without %s (longest %.1f ms)" % (
                   base, statistics.median(qs(snap, "p99_us_clear")) / statistics.median(qs(q, "p99_us_clear")),

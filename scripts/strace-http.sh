@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# System calls per HTTP request (docs/benchmarks.md "HTTP"): `strace -c -f` on the server while
+# System calls per HTTP request (docs/benchmarks-http.md): `strace -c -f` on the server while
 # bench/http_load POSTs /query (2,048-token bodies) at RATE over CONNECTIONS for DURATION_S, for
 # `kvindex subscribe --http` (an empty index: the calls are the transport's) and bench/http_floor.
 # Prints each server's calls per request sent, by system call.
