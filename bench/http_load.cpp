@@ -196,6 +196,28 @@ void ProbeStalls(int cpu, const std::atomic<bool>& stop, std::vector<Stall>& sta
   }
 }
 
+// The latencies (ns) of the requests whose interval [due, due + latency] overlaps no stall.
+// `requests` holds (due ns, latency ns) in due order, `stalls` is sorted by start.
+std::vector<int64_t> ClearLatencies(const std::vector<std::pair<int64_t, int64_t>>& requests,
+                                    const std::vector<Stall>& stalls) {
+  std::vector<int64_t> clear;
+  clear.reserve(requests.size());
+  size_t first = 0;  // stalls that began 10 s before a request cannot overlap it (none lasts 10 s)
+  for (const auto& [due, ns] : requests) {
+    while (first < stalls.size() && stalls[first].begin < due - 10'000'000'000) ++first;
+    bool overlaps = false;
+    for (size_t i = first; i < stalls.size() && stalls[i].begin <= due + ns; ++i) {
+      if (stalls[i].end >= due) {
+        overlaps = true;
+        break;
+      }
+    }
+    if (!overlaps) clear.push_back(ns);
+  }
+  std::sort(clear.begin(), clear.end());
+  return clear;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,7 +235,7 @@ int main(int argc, char** argv) {
   }
   if (requests.empty()) Usage("no bodies in --bodies FILE");
   ::prctl(PR_SET_TIMERSLACK, 1UL);  // wake at the due time, not up to 50 us after it (the probe
-                                   // thread inherits it)
+                                   // threads inherit it)
   std::atomic<bool> probe_stop{false};
   const int cpus = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   std::vector<std::vector<Stall>> cpu_stalls(static_cast<size_t>(cpus));
@@ -388,22 +410,12 @@ int main(int argc, char** argv) {
     stalled_ns += s.end - s.begin;
     longest_stall_ns = std::max(longest_stall_ns, s.end - s.begin);
   }
-  std::vector<int64_t> clear;  // latencies of the requests that overlap no stall
-  clear.reserve(samples.size());
-  size_t first_stall = 0;  // requests come in due order, stalls by start (none lasts 10 s)
+  std::vector<std::pair<int64_t, int64_t>> timed;  // (due ns, latency ns) in due order
+  timed.reserve(samples.size());
   for (const auto& [k, ns] : samples) {
-    const int64_t due = std::chrono::duration_cast<std::chrono::nanoseconds>(due_of(k).time_since_epoch()).count();
-    while (first_stall < stalls.size() && stalls[first_stall].begin < due - 10'000'000'000) ++first_stall;
-    bool overlaps = false;
-    for (size_t i = first_stall; i < stalls.size() && stalls[i].begin <= due + ns; ++i) {
-      if (stalls[i].end >= due) {
-        overlaps = true;
-        break;
-      }
-    }
-    if (!overlaps) clear.push_back(ns);
+    timed.emplace_back(std::chrono::duration_cast<std::chrono::nanoseconds>(due_of(k).time_since_epoch()).count(), ns);
   }
-  std::sort(clear.begin(), clear.end());
+  const std::vector<int64_t> clear = ClearLatencies(timed, stalls);
   char stall_json[512];
   std::snprintf(stall_json, sizeof(stall_json),
                 ", \"machine_stalls\": %llu, \"machine_stalled_ms\": %.1f, \"machine_stall_max_us\": %.1f, "
