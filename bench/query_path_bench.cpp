@@ -1,6 +1,6 @@
-// The HTTP /query path minus the socket, at fixed sizes (docs/benchmarks-http.md), each step
-// beside the baseline it should approach, in the same binary. Every bench runs at 512, 2,048 and 8,192 token
-// ids against 64 instances:
+// The HTTP /query path minus the socket, at fixed sizes (docs/benchmarks-http.md), each step beside
+// the baseline it should approach, in the same binary. Every bench runs at 512, 2,048 and 8,192
+// token ids against 64 instances:
 //
 //  BM_NlohmannParse/N            baseline: nlohmann::json::parse of a /query body with N token ids
 //                                ({"model":"m","token_ids":[...]}, 11,596 bytes at 2,048; ids <

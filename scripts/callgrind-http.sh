@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# User-space instructions per HTTP request of the whole server process
-# (docs/benchmarks-http.md "HTTP library"): `kvindex subscribe --http` (an empty index, as
-# scripts/strace-http.sh) runs under `valgrind --tool=callgrind --instr-atstart=no`; instrumentation is switched on only while
+# User-space instructions per HTTP request of the whole server process (docs/benchmarks-http.md
+# "HTTP library"): `kvindex subscribe --http` (an empty index, as scripts/strace-http.sh) runs under
+# `valgrind --tool=callgrind --instr-atstart=no`; instrumentation is switched on only while
 # bench/http_load POSTs /query (2,048-token bodies) at RATE over CONNECTIONS for DURATION_S, so
 # start-up is not counted. Prints the process's instructions (every thread) per request sent.
 # Instruction counts do not depend on the machine's load.
