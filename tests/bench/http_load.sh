@@ -70,7 +70,7 @@ PYEOF
   --connections 3 --out "$TMP/stop.json" >/dev/null 2>&1 &
 load=$!
 PIDS+=($load)
-sleep 1.2
+sleep 1.5
 kill -STOP $load
 sleep 0.3
 kill -CONT $load
