@@ -168,7 +168,7 @@ size_t AnswerEnd(const std::string& in, int& status, bool& close) {
   return in.size() >= end ? end : 0;
 }
 
-// An interval in which the probe thread was kept off the CPU: [begin, end] in steady-clock ns.
+// An interval in which a probe thread was kept off its CPU: [begin, end] in steady-clock ns.
 struct Stall {
   int64_t begin;
   int64_t end;

@@ -229,8 +229,9 @@ TEST_CASE("A hinted array reads as the same document without the hint") {
   CHECK(cut > 500);  // documents read with the array cut out
 }
 
-// Long arrays: the text path reads 64-byte blocks, so these put the '[', the ids, the runs of
-// whitespace and the ']' at every offset of a block and across blocks, with one structural fault
+// Long arrays: simdjson's structural scan and the depth pre-count read 64-byte blocks and the id
+// scan 8-byte words, so these put the '[', the ids, the runs of whitespace and the ']' at every
+// offset of a block and across blocks, with one structural fault
 // now and then (a ',' doubled, dropped, leading or trailing; a space or a sign inside the ids; a
 // byte of another kind), each read plainly and with the array cut out (JsonArrayHint).
 TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the hint") {
