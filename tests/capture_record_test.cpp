@@ -8,9 +8,11 @@
 
 #include <doctest/doctest.h>
 
+#include "kvindex/codec/event_codec.h"
 #include "kvindex/codec/framing.h"
 #include "kvindex/codec/source_spec.h"
 #include "kvindex/files/capture.h"
+#include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal_apply.h"
 #include "kvindex/nats/journal_snapshot.h"
 #include "kvindex/snapshot/snapshot.h"
@@ -94,9 +96,12 @@ TEST_CASE("an oversized record is refused and leaves nothing") {
 struct Entry {
   Bytes bytes;
   JournalEntry entry;
-  Entry(Bytes record, uint64_t key, uint64_t seq) : bytes(std::move(record)) {
+  Entry(Bytes record, uint64_t key, uint64_t seq, std::optional<uint64_t> prev = std::nullopt)
+      : bytes(std::move(record)) {
     entry.stream_seq = seq;
     entry.source_key = key;
+    entry.body = bytes;
+    entry.prev = prev;
     entry.problem = ParseCaptureRecord(bytes, entry.record);
   }
 };
@@ -172,6 +177,75 @@ Bytes Definition(const std::string& spec) {
 void ApplyAt(JournalApplier& applier, Bytes record, uint64_t seq) {
   Entry e(std::move(record), 0xabc, seq);
   REQUIRE(applier.Apply(e.entry).ok());
+}
+
+// A vLLM batch of capture source 9 storing one 2-token block: hash 100 + seq, the child of the
+// previous batch's block.
+Bytes StoreBatch(uint64_t seq) {
+  EventBatch batch;
+  batch.ts = 1.0 + static_cast<double>(seq);
+  BlockStored stored;
+  stored.block_hashes = {EngineHash{100 + seq}};
+  if (seq > 0) stored.parent = EngineHash{99 + seq};
+  stored.scope.block_size = 2;
+  stored.token_ids = {static_cast<TokenId>(2 * seq), static_cast<TokenId>(2 * seq + 1)};
+  batch.events.emplace_back(std::move(stored));
+  Bytes payload;
+  REQUIRE(EncodeEventBatch(batch, WireFormat::kVllm, payload).ok());
+  const Bytes topic = B("kv");
+  const Bytes seq8 = EncodeSeqFrame(seq);
+  const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
+  Bytes out;
+  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, 1, frames).ok());
+  return out;
+}
+
+uint64_t LinkOf(const Bytes& record) {
+  CaptureRecordView view;
+  REQUIRE(ParseCaptureRecord(record, view).ok());
+  REQUIRE(RecordLinkId(view).has_value());
+  return *RecordLinkId(view);
+}
+
+TEST_CASE("JournalApplier: a source's first batch after later ones gives the in-order state") {
+  const Bytes def = Definition("a=vllm@tcp://127.0.0.1:1,model=m,block-size=2");
+  std::vector<Bytes> batches;
+  for (uint64_t s = 0; s < 4; ++s) batches.push_back(StoreBatch(s));
+  // Each batch names the one before it, as the journal publisher does.
+  const auto prev = [&](size_t i) {
+    return i == 0 ? std::nullopt : std::optional<uint64_t>(LinkOf(batches[i - 1]));
+  };
+  const auto run = [&](const std::vector<size_t>& order, bool named, PrefixIndex& index) {
+    JournalApplier applier(&index);
+    uint64_t seq = 0;
+    Entry d(def, 0xabc, ++seq);
+    REQUIRE(applier.Apply(d.entry).ok());
+    for (const size_t i : order) {
+      Entry e(batches[i], 0xabc, ++seq, named ? prev(i) : std::nullopt);
+      REQUIRE(applier.Apply(e.entry).ok());
+    }
+    const SourceId source{0};
+    return std::make_pair(applier.ingestor().counters(source).sequence, applier.stats());
+  };
+  PrefixIndex in_order;
+  run({0, 1, 2, 3}, true, in_order);
+  CHECK(in_order.stats().presences == 4);
+  // The stream as a resend after a failure leaves it: 1, 2, then 0 (sent again), 3.
+  PrefixIndex reordered;
+  const auto [seqs, stats] = run({1, 2, 0, 3}, true, reordered);
+  CHECK(reordered.stats().presences == 4);
+  CHECK(seqs.restarts == 0);
+  CHECK(seqs.lost == 0);
+  CHECK(seqs.applied == 4);
+  CHECK(stats.reordered == 2);
+  CHECK(stats.held_records == 0);
+  CHECK(stats.applied_seq == 5);
+  // Without the predecessors named, batch 0 after 1 and 2 reads as a publisher restart: the
+  // source is cleared and what batches 1 and 2 stored is gone.
+  PrefixIndex unnamed;
+  const auto [unnamed_seqs, unnamed_stats] = run({1, 2, 0, 3}, false, unnamed);
+  CHECK(unnamed_seqs.restarts == 1);
+  CHECK(unnamed.stats().presences < 4);
 }
 
 TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it was taken from") {

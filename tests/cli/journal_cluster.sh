@@ -62,5 +62,7 @@ import json, subprocess, sys
 out = subprocess.run([sys.executable, sys.argv[1], sys.argv[2]], capture_output=True, text=True, check=True).stdout
 seqs = [int(r["frames"][1], 16) for r in map(json.loads, out.splitlines()) if r["type"] == 2]
 assert sorted(seqs) == sorted(set(seqs)) and len(seqs) == 200, (len(seqs), len(set(seqs)))
+# In the ingester's order, also where the stream holds a resent batch after later ones.
+assert seqs == sorted(seqs), seqs
 PYEOF
 finish

@@ -16,6 +16,7 @@
 #include "kvindex/core/log.h"
 #include "kvindex/files/capture.h"
 #include "kvindex/ingest/ingest.h"
+#include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal_apply.h"
 #include "cli_validators.h"
 #include "journal_snapshots.h"
@@ -179,6 +180,8 @@ ReplicaSnapshot SnapshotOf(const JournalApplier& applier, const ReplicaStart& st
   out.journal.started_from = start.from;
   out.journal.snapshot_seq = start.covered_seq;
   out.journal.skipped_seqs = out.stats.skipped_seqs;
+  out.journal.reordered = out.stats.reordered;
+  out.journal.held_records = out.stats.held_records;
   out.journal.apply_lag = out.stats.apply_lag;
   return out;
 }
@@ -390,7 +393,10 @@ Status RunReplica(const ReplicaRun& run) {
                              {"given_up", s.stats.given_up},
                              {"started_from", origin.from},
                              {"snapshot_seq", origin.covered_seq},
-                             {"skipped_seqs", s.stats.skipped_seqs}}}};
+                             {"skipped_seqs", s.stats.skipped_seqs},
+                             {"reordered", s.stats.reordered},
+                             {"held_records", s.stats.held_records},
+                             {"released_early", s.stats.released_early}}}};
     if (run.index_json) json["index"] = run.index_json(stats);
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(run.json, json));
   }
@@ -435,6 +441,15 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
   uint64_t records = 0;
   uint64_t bad = 0;
   uint64_t seq = 0;
+  // Each source's batch records in the ingester's order (record_order.h), as a replica applies
+  // them: replaying the capture then gives the replica's state.
+  RecordOrderer orderer;
+  Status written;
+  const RecordOrderer::Sink write = [&](uint64_t, uint64_t key, CaptureRecordView& record) {
+    if (!written.ok()) return;
+    written = WriteJournalRecord(*writer, record, sources.Local(key));
+    ++records;
+  };
   auto last_progress = SteadyClock::now();
   while (seq < last) {
     if (!reader->Next(entry, std::chrono::milliseconds(200))) {
@@ -445,28 +460,42 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
       continue;
     }
     last_progress = SteadyClock::now();
+    if (entry.stream_seq > seq + 1) orderer.ReleaseAll(write);  // retention dropped some
     seq = entry.stream_seq;
     if (!entry.problem.ok()) {
       ++bad;
       continue;
     }
-    KVINDEX_RETURN_IF_ERROR(
-        WriteJournalRecord(*writer, entry.record, sources.Local(entry.source_key)));
-    ++records;
+    if (entry.record.type == CaptureRecordType::kNote && entry.record.text() == kJournalLostNote) {
+      orderer.ReleaseSource(entry.source_key, write);
+    }
+    orderer.Add(entry.stream_seq, entry.source_key, entry.body, entry.record, entry.prev, write);
+    KVINDEX_RETURN_IF_ERROR(written);
   }
+  // Records still waiting for a predecessor the stream does not hold (yet) end the capture.
+  const uint64_t unordered = orderer.stats().held_now;
+  orderer.ReleaseAll(write);
+  KVINDEX_RETURN_IF_ERROR(written);
   KVINDEX_RETURN_IF_ERROR(writer->Close());
   reader.reset();
   CloseJournalLibrary();
-  std::printf("journal '%s': %llu records to seq %llu (%llu not capture records, skipped)\n"
+  std::printf("journal '%s': %llu records to seq %llu (%llu not capture records, skipped; "
+              "%llu put back in order, %llu without their predecessor at the end)\n"
               "capture: %s\n",
               journal.stream.c_str(), static_cast<unsigned long long>(records),
               static_cast<unsigned long long>(seq), static_cast<unsigned long long>(bad),
-              out.c_str());
+              static_cast<unsigned long long>(orderer.stats().held),
+              static_cast<unsigned long long>(unordered), out.c_str());
   std::fflush(stdout);
   if (!json_path.empty()) {
     KVINDEX_RETURN_IF_ERROR(WriteJsonFile(
         json_path, {{"command", "record"},
-                    {"journal", {{"records", records}, {"last_seq", seq}, {"bad_records", bad}}},
+                    {"journal",
+                     {{"records", records},
+                      {"last_seq", seq},
+                      {"bad_records", bad},
+                      {"reordered", orderer.stats().held},
+                      {"unordered_at_end", unordered}}},
                     {"files", writer->paths()},
                     {"records_written", writer->records_written()}}));
   }

@@ -12,7 +12,11 @@ SourceId JournalSourceMap::Local(uint64_t key) {
 }
 
 JournalApplier::JournalApplier(PrefixIndex* index)
-    : ingestor_(index, this), replayer_(ingestor_) {}
+    : ingestor_(index, this),
+      replayer_(ingestor_),
+      sink_([this](uint64_t, uint64_t source_key, CaptureRecordView& record) {
+        ApplyOrdered(source_key, record);
+      }) {}
 
 Status JournalApplier::StartFrom(std::span<const SourceConfig> configs,
                                  std::span<const SourceSeqState> seq,
@@ -23,6 +27,9 @@ Status JournalApplier::StartFrom(std::span<const SourceConfig> configs,
     if (i < seq.size()) ingestor_.SeedSequence(id, seq[i]);
     const uint64_t key = i < source_keys.size() ? source_keys[i] : 0;
     if (key == 0 || sources_.Known(key)) continue;
+    // Defined by the snapshot; the records after its cut name predecessors before it.
+    orderer_.Define(key);
+    orderer_.Lenient(key);
     KVINDEX_RETURN_IF_ERROR(
         replayer_.Adopt(sources_.Local(key), id, SourceConfigToJson(configs[i])));
   }
@@ -33,16 +40,23 @@ Status JournalApplier::StartFrom(std::span<const SourceConfig> configs,
 
 void JournalApplier::NoteSkipped(uint64_t count) {
   stats_.skipped_seqs += count;
+  // The skipped records may have been the predecessors of records held: they never come.
+  orderer_.ReleaseAll(sink_);
   for (size_t i = 0; i < ingestor_.source_count(); ++i) {
     const SourceId source{static_cast<uint32_t>(i)};
     if (ingestor_.waiting(source)) {
       ingestor_.GiveUp(source);
       ++stats_.given_up;
     } else {
-      if (lossy_.size() <= i) lossy_.resize(i + 1, false);
-      lossy_[i] = true;
+      MarkLossy(source);
     }
   }
+  NoteOrder();
+}
+
+void JournalApplier::MarkLossy(SourceId source) {
+  if (lossy_.size() <= source.value) lossy_.resize(source.value + 1, false);
+  lossy_[source.value] = true;
 }
 
 Status JournalApplier::Apply(JournalEntry& entry) {
@@ -52,28 +66,47 @@ Status JournalApplier::Apply(JournalEntry& entry) {
     ++stats_.bad_records;
     return Status::Ok();
   }
-  entry.record.source = sources_.Local(entry.source_key);
+  first_error_ = Status::Ok();
   if (entry.record.type == CaptureRecordType::kNote && entry.record.text() == kJournalLostNote) {
+    // Records of this source were dropped: what waits for them is applied now.
+    orderer_.ReleaseSource(entry.source_key, sink_);
+  }
+  orderer_.Add(entry.stream_seq, entry.source_key, entry.body, entry.record, entry.prev, sink_);
+  NoteOrder();
+  return first_error_;
+}
+
+void JournalApplier::NoteOrder() {
+  const RecordOrderStats& order = orderer_.stats();
+  stats_.held_records = order.held_now;
+  stats_.reordered = order.held;
+  stats_.released_early = order.released_early;
+}
+
+void JournalApplier::ApplyOrdered(uint64_t source_key, CaptureRecordView& record) {
+  record.source = sources_.Local(source_key);
+  if (record.type == CaptureRecordType::kNote && record.text() == kJournalLostNote) {
     ++stats_.lost_notes;
-    if (const auto source = replayer_.Source(entry.record.source)) {
+    if (const auto source = replayer_.Source(record.source)) {
       if (ingestor_.waiting(*source)) {
         ingestor_.GiveUp(*source);
         ++stats_.given_up;
       } else {
-        if (lossy_.size() <= source->value) lossy_.resize(source->value + 1, false);
-        lossy_[source->value] = true;
+        MarkLossy(*source);
       }
     }
   }
-  const Status status = replayer_.Apply(entry.record);
-  if (!status.ok()) ++stats_.bad_records;
-  NoteApplyLag(entry.record);
+  const Status status = replayer_.Apply(record);
+  if (!status.ok()) {
+    ++stats_.bad_records;
+    if (first_error_.ok()) first_error_ = status;
+  }
+  NoteApplyLag(record);
   for (const SourceId source : give_up_now_) {
     ingestor_.GiveUp(source);
     ++stats_.given_up;
   }
   give_up_now_.clear();
-  return status;
 }
 
 void JournalApplier::OnReplayRequest(SourceId source, uint64_t) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 #include <xxhash.h>
 
 #include "kvindex/core/clock.h"
+#include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal.h"
 
 #include "nats_link.h"
@@ -40,6 +42,7 @@ struct Entry {
   EntryState state = EntryState::kQueued;
   bool sent_before = false;
   uint64_t seq = 0;  // the stream sequence acknowledged
+  std::optional<uint64_t> prev;  // a batch record's predecessor (record_order.h)
 };
 
 uint32_t Le32(const std::byte* p) {
@@ -59,6 +62,8 @@ struct JournalPublisher::Impl {
   // Records per (source, type) so far: what makes a non-batch record's id unique.
   std::unordered_map<uint32_t, std::array<uint64_t, 16>> occurrences;
   std::set<uint32_t> lost_sources;  // sources whose records were dropped, not yet marked
+  // The link id of the latest batch record kept, per capture source id (record_order.h).
+  std::unordered_map<uint32_t, uint64_t> last_link;
   std::vector<std::byte> note;      // a journal-lost note being built
 
   mutable std::mutex mutex;
@@ -81,7 +86,9 @@ struct JournalPublisher::Impl {
   std::thread thread;
 
   // Ingest thread.
-  void Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop);
+  // Returns false when the record was dropped (counted lost).
+  bool Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop,
+            std::optional<uint64_t> prev = std::nullopt);
   void MarkLosses();
   // Publishing thread.
   void Loop();
@@ -139,8 +146,17 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   const uint64_t key = it == m.keys.end() ? 0 : it->second;
   std::string id = Hex64(key);
   CaptureRecordView view;
-  if (type == CaptureRecordType::kMessage && ParseCaptureRecord(record, view).ok() &&
-      view.frames.size() >= 2 && view.frames[1].size() == 8) {
+  const bool batch = type == CaptureRecordType::kMessage || type == CaptureRecordType::kReplayed;
+  const bool parsed = batch && ParseCaptureRecord(record, view).ok();
+  // A batch record names the batch record of its source kept before it, so that a reader can put
+  // records the stream holds out of order back in order.
+  const std::optional<uint64_t> link = parsed ? RecordLinkId(view) : std::nullopt;
+  std::optional<uint64_t> prev;
+  if (link) {
+    if (const auto last = m.last_link.find(source); last != m.last_link.end()) prev = last->second;
+  }
+  if (type == CaptureRecordType::kMessage && parsed && view.frames.size() >= 2 &&
+      view.frames[1].size() == 8) {
     // A live batch: its publisher's sequence (big-endian) and its bytes, so two ingesters give
     // it the same id and a restarted publisher's reused sequence does not.
     uint64_t seq = 0;
@@ -151,11 +167,14 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
     const uint64_t n = ++m.occurrences[source][slot];
     id += "-t" + std::to_string(slot) + "-" + std::to_string(n) + "-" + Hex64(hash);
   }
-  m.Keep(key, std::move(id), record, /*may_drop=*/true);
+  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, prev) && link) {
+    m.last_link[source] = *link;
+  }
 }
 
-void JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
-                                  std::span<const std::byte> record, bool may_drop) {
+bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
+                                  std::span<const std::byte> record, bool may_drop,
+                                  std::optional<uint64_t> prev) {
   const uint32_t source = Le32(record.data() + 24);
   {
     std::lock_guard lock(mutex);
@@ -165,7 +184,7 @@ void JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
       ++counters.lost_records;
       counters.lost_bytes += record.size();
       lost_sources.insert(source);
-      return;
+      return false;
     }
   }
   if (!lost_sources.empty()) MarkLosses();
@@ -173,12 +192,14 @@ void JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
   entry.subject = nats_internal::SourceSubject(options.stream, key);
   entry.msg_id = std::move(msg_id);
   entry.data.assign(record.begin(), record.end());
+  entry.prev = prev;
   std::lock_guard lock(mutex);
   counters.bytes_pending += entry.data.size();
   ++counters.records_pending;
   ++counters.records_accepted;
   entries.push_back(std::move(entry));
   ++next_ordinal;
+  return true;
 }
 
 // Records were dropped: before the next kept record of any source, each source that lost some
@@ -289,6 +310,9 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
                                   static_cast<int>(entry.data.size()));
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", entry.msg_id.c_str());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
+    if (s == NATS_OK && entry.prev) {
+      s = natsMsgHeader_Set(msg, nats_internal::kPrevHeader, Hex64(*entry.prev).c_str());
+    }
     lock.unlock();
     jsPubOptions pub;
     jsPubOptions_Init(&pub);

@@ -105,6 +105,12 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
   entry.source_key = nats_internal::SubjectSourceKey(natsMsg_GetSubject(msg), m.options.stream);
   const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
   const std::span<const std::byte> body(data, static_cast<size_t>(natsMsg_GetDataLength(msg)));
+  entry.body = body;
+  entry.prev.reset();
+  const char* prev = nullptr;
+  if (natsMsgHeader_Get(msg, nats_internal::kPrevHeader, &prev) == NATS_OK && prev != nullptr) {
+    entry.prev = nats_internal::ParseHex64(prev);
+  }
   entry.problem = ParseCaptureRecord(body, entry.record);
   if (!entry.problem.ok()) {
     entry.record.body = {};

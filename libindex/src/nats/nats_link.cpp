@@ -226,18 +226,23 @@ std::string SourceSubject(const std::string& stream, uint64_t key) {
   return stream + ".src." + Hex64(key);
 }
 
+std::optional<uint64_t> ParseHex64(std::string_view text) {
+  if (text.size() != 16) return std::nullopt;
+  uint64_t value = 0;
+  for (const char c : text) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    value = value << 4 | static_cast<uint64_t>(digit);
+  }
+  return value;
+}
+
 uint64_t SubjectSourceKey(std::string_view subject, std::string_view stream) {
   if (subject.size() != stream.size() + 5 + 16 || subject.substr(0, stream.size()) != stream ||
       subject.substr(stream.size(), 5) != ".src.") {
     return 0;
   }
-  uint64_t key = 0;
-  for (const char c : subject.substr(stream.size() + 5)) {
-    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (digit < 0) return 0;
-    key = key << 4 | static_cast<uint64_t>(digit);
-  }
-  return key;
+  return ParseHex64(subject.substr(stream.size() + 5)).value_or(0);
 }
 
 }  // namespace nats_internal

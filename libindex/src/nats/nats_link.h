@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,11 @@ uint64_t SubjectSourceKey(std::string_view subject, std::string_view stream);
 
 // 16 lower-case hex digits.
 std::string Hex64(uint64_t value);
+// Parses Hex64()'s form (exactly 16 lower-case hex digits); nullopt for anything else.
+std::optional<uint64_t> ParseHex64(std::string_view text);
+
+// The header naming a batch record's predecessor (record_order.h), as Hex64().
+inline constexpr const char* kPrevHeader = "Kvindex-Prev";
 
 }  // namespace kvindex::nats_internal
 

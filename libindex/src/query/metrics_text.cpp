@@ -250,6 +250,12 @@ class ServingCollector final : public prometheus::Collectable {
       gauge("kvindex_journal_skipped_seqs",
             "Journal records gone from the stream (retention) before the replica applied them.",
             j.skipped_seqs);
+      gauge("kvindex_journal_reordered",
+            "Journal batch records that came before their predecessor and were put back in order.",
+            j.reordered);
+      gauge("kvindex_journal_held_records",
+            "Journal records read but waiting for their predecessor before they are applied.",
+            j.held_records);
       out.push_back(HistogramFamily(
           "kvindex_journal_apply_lag_seconds",
           "Seconds from the ingester receiving each message (live or replay reply) to this "

@@ -407,7 +407,9 @@ std::string QueryService::Healthz() const {
                                        {"lag", j->lag},
                                        {"started_from", j->started_from},
                                        {"snapshot_seq", j->snapshot_seq},
-                                       {"skipped_seqs", j->skipped_seqs}}
+                                       {"skipped_seqs", j->skipped_seqs},
+                                       {"reordered", j->reordered},
+                                       {"held_records", j->held_records}}
                                 : Json{{"role", "ingester"},
                                        {"connected", j->connected},
                                        {"records_pending", j->records_pending},

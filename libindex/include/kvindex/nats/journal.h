@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -139,8 +140,11 @@ struct JournalEntry {
   uint64_t stream_seq = 0;
   uint64_t pending = 0;     // messages in the stream after this one (as the server counted)
   uint64_t source_key = 0;  // from the subject (0: a subject that is not a source's)
+  std::span<const std::byte> body;  // the message body (the record's bytes); valid until Next()
   CaptureRecordView record;  // views into the reader's current message; valid until Next()
   Status problem;            // not ok: the body is not a capture record (record is empty)
+  // A batch record's predecessor as its publisher named it (record_order.h; nullopt: none).
+  std::optional<uint64_t> prev;
 };
 
 class JournalReader {

@@ -9,6 +9,11 @@
 // adds the time since the ingester received it (the record's receive time, against this host's
 // wall clock) to the applier's lag histogram.
 //
+// The stream may hold a source's batch record after records made later (its publisher sent it
+// again after a failure): a RecordOrderer (record_order.h) puts them back into the ingester's
+// order before they are applied, so that the index does not depend on where a resent record
+// landed. A journal-lost note or skipped sequences release what waits for the lost records.
+//
 // A replica may start from a snapshot (journal_snapshot.h) instead of the stream's start: the
 // index holds the snapshot, StartFrom() defines its sources with their sequence states and journal
 // keys, and the journal continues after the snapshot's covered sequence.
@@ -28,6 +33,7 @@
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/capture_replay.h"
 #include "kvindex/ingest/ingest.h"
+#include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal.h"
 
 namespace kvindex {
@@ -54,6 +60,11 @@ struct JournalApplyStats {
   uint64_t skipped_seqs = 0;
   // Per message applied (live or replay reply): seconds from the ingester receiving it to this applier applying it.
   LagHistogram apply_lag;
+  // Batch records that came before their predecessor and were held (record_order.h), those held
+  // now, and those applied without their predecessor (it never came: dropped or skipped).
+  uint64_t reordered = 0;
+  uint64_t held_records = 0;
+  uint64_t released_early = 0;
 };
 
 class JournalApplier : private IngestObserver {
@@ -72,8 +83,10 @@ class JournalApplier : private IngestObserver {
   // counted skipped and every source gives up on its next hole at once (it waits now: at once).
   void NoteSkipped(uint64_t count);
 
-  // Applies one entry. Fails only as CaptureReplayer::Apply() does (a source definition that
-  // cannot be parsed or added).
+  // Reads one entry: applies it, or holds it while it came before its predecessor (then applies
+  // it once that came), and applies what it released. stats().applied_seq counts it read either
+  // way. Fails only as CaptureReplayer::Apply() does (a source definition that cannot be parsed or
+  // added).
   Status Apply(JournalEntry& entry);
 
   Ingestor& ingestor() { return ingestor_; }
@@ -83,6 +96,10 @@ class JournalApplier : private IngestObserver {
 
  private:
   void OnReplayRequest(SourceId source, uint64_t from_seq) override;
+  // Applies one record in its source's order (the orderer's sink).
+  void ApplyOrdered(uint64_t source_key, CaptureRecordView& record);
+  void MarkLossy(SourceId source);
+  void NoteOrder();  // copies the orderer's counts into stats_
   // Adds the lag of `record` to stats_.apply_lag when it is a message.
   void NoteApplyLag(const CaptureRecordView& record);
 
@@ -92,6 +109,9 @@ class JournalApplier : private IngestObserver {
   JournalApplyStats stats_;
   std::vector<bool> lossy_;            // by ingestor source id
   std::vector<SourceId> give_up_now_;  // asked for a replay while lossy
+  RecordOrderer orderer_;
+  RecordOrderer::Sink sink_;
+  Status first_error_;  // the first failure while applying one Apply()'s records
 };
 
 }  // namespace kvindex

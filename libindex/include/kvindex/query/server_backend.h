@@ -63,6 +63,10 @@ struct JournalServing {
   std::string started_from = "stream";
   uint64_t snapshot_seq = 0;
   uint64_t skipped_seqs = 0;
+  // Replica: batch records the stream held before their predecessor (put back in order), and
+  // those waiting for it now (read, not applied yet).
+  uint64_t reordered = 0;
+  uint64_t held_records = 0;
   // Ingester: snapshots written into the journal, and attempts that wrote none.
   uint64_t snapshots_written = 0;
   uint64_t snapshots_failed = 0;

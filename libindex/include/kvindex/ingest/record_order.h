@@ -1,0 +1,116 @@
+// RecordOrderer: puts each source's batch records back into the order their recorder made them,
+// when a carrier may deliver a record after records made later. The event journal is such a
+// carrier: after a failure its publisher sends unacknowledged records again, and records sent in
+// the meantime may already be in the stream (docs/scale-out.md, "Order within a source").
+//
+// A batch record (a live batch or a replay reply: kMessage, kReplayed) has a link id,
+// RecordLinkId(): a hash of its publisher sequence and payload, the same for the same batch on
+// every recorder. With each batch record, the recorder names the link id of the batch record of
+// the same source it kept just before (its predecessor; none for its first). The orderer passes
+// a batch record on once a record with its predecessor's link id has been passed on (or it names
+// none) and holds it otherwise; passing a record on releases the records waiting for it. Every
+// other record is passed on at once, except that a source's batch records wait until its
+// definition has been passed on (or Define() was called for it).
+//
+// Held records are passed on without their predecessor (oldest first) by ReleaseSource() (the
+// recorder dropped records of that source: they will never come), ReleaseAll() (the carrier lost
+// records) and when more than `max_held_bytes` are held. After a release, and after Lenient(), the
+// source's next batch record whose predecessor was never seen is passed on at once (its
+// predecessor may be among the lost records, or before the point where reading started).
+//
+// Thread safety: one thread.
+#ifndef KVINDEX_INGEST_RECORD_ORDER_H_
+#define KVINDEX_INGEST_RECORD_ORDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kvindex/files/capture.h"
+
+namespace kvindex {
+
+// The link id of a batch record: kMessage with a sequence frame of 8 bytes, or kReplayed that
+// parses as a replay reply or end marker. nullopt for any other record.
+std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record);
+
+struct RecordOrderStats {
+  uint64_t held = 0;            // batch records held at some point (arrived before their predecessor)
+  uint64_t released_early = 0;  // held records passed on without their predecessor
+  uint64_t held_now = 0;        // records held now
+  uint64_t held_bytes_now = 0;
+};
+
+class RecordOrderer {
+ public:
+  // Receives each record passed on, in order: the carrier position it arrived at, its source key
+  // and the record (views valid during the call only; the sink may change the view's fields).
+  using Sink = std::function<void(uint64_t position, uint64_t source_key, CaptureRecordView& record)>;
+
+  explicit RecordOrderer(size_t max_held_bytes = size_t{64} << 20)
+      : max_held_bytes_(max_held_bytes) {}
+
+  // One record as it arrived: at carrier `position` (increasing), of the source `source_key`,
+  // `bytes` the whole record and `record` parsed from them, `prev` the predecessor it names.
+  // Calls `sink` for every record now in order (none, this one, or this one and those it
+  // released).
+  void Add(uint64_t position, uint64_t source_key, std::span<const std::byte> bytes,
+           CaptureRecordView& record, std::optional<uint64_t> prev, const Sink& sink);
+
+  // The source's definition was read elsewhere (a snapshot): its batch records need not wait.
+  void Define(uint64_t source_key);
+  // The source's next batch record whose predecessor was never seen is passed on at once.
+  void Lenient(uint64_t source_key);
+  // Passes on every record held for `source_key`, oldest first; Lenient() for it.
+  void ReleaseSource(uint64_t source_key, const Sink& sink);
+  // Passes on every record held, oldest first; Lenient() for every source, also ones not seen yet.
+  void ReleaseAll(const Sink& sink);
+
+  const RecordOrderStats& stats() const { return stats_; }
+
+ private:
+  struct Held {
+    uint64_t source_key = 0;
+    std::vector<std::byte> bytes;
+    std::optional<uint64_t> prev;
+    bool needs_definition = false;  // waits for the definition, not for a predecessor
+  };
+  struct Source {
+    bool defined = false;
+    bool lenient = false;
+    std::unordered_set<uint64_t> recent;  // link ids passed on (the newest kRecentLinks)
+    std::deque<uint64_t> recent_order;
+  };
+  static constexpr size_t kRecentLinks = size_t{1} << 14;
+
+  Source& At(uint64_t source_key);
+  bool Ready(Source& source, const CaptureRecordView& record, std::optional<uint64_t> prev,
+             bool* needs_definition);
+  // Passes `record` on and then everything waiting for it, in arrival order.
+  void Pass(uint64_t position, uint64_t source_key, CaptureRecordView& record, const Sink& sink);
+  void Hold(uint64_t position, uint64_t source_key, std::span<const std::byte> bytes,
+            std::optional<uint64_t> prev, bool needs_definition);
+  // Removes held record `position` (which must be held) and returns it.
+  Held Take(uint64_t position);
+  void NoteLink(Source& source, uint64_t link);
+
+  size_t max_held_bytes_;
+  bool lenient_default_ = false;  // sources first seen from now on start lenient
+  std::unordered_map<uint64_t, Source> sources_;
+  std::map<uint64_t, Held> held_;  // by position: oldest first
+  // Who waits for what: (source key, predecessor link id) -> held positions.
+  std::multimap<std::pair<uint64_t, uint64_t>, uint64_t> waiting_;
+  std::multimap<uint64_t, uint64_t> waiting_definition_;  // source key -> held positions
+  RecordOrderStats stats_;
+};
+
+}  // namespace kvindex
+
+#endif  // KVINDEX_INGEST_RECORD_ORDER_H_
