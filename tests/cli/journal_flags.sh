@@ -12,7 +12,7 @@ nats=$base closed=$((base + 1)) pub=$((base + 2))
 SRC="a=vllm@tcp://127.0.0.1:$pub,model=m"
 
 run "$KVINDEX" subscribe --help
-for flag in --journal --journal-stream --journal-buffer --journal-replicas --from-journal \
+for flag in --journal --journal-stream --journal-buffer --journal-batch --journal-replicas --from-journal \
   --journal-max-age --journal-max-bytes --snapshot-to-journal; do expect_stdout_contains "$flag"; done
 run "$KVINDEX" record --help
 for flag in --journal-stream --from-journal; do expect_stdout_contains "$flag"; done
@@ -33,6 +33,10 @@ usage --journal-stream subscribe --source "$SRC" --journal nats://127.0.0.1:4222
 usage --journal-stream subscribe --source "$SRC" --journal-stream s --duration 0.1
 usage --journal-buffer subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-buffer 0
 usage --journal-replicas subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-replicas 7
+usage --journal-batch subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-batch 0
+usage --journal-batch subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-batch 1025
+usage "need --journal" subscribe --source "$SRC" --journal-batch 4 --duration 0.1
+usage "belong to the ingester" subscribe --from-journal nats://127.0.0.1:4222 --journal-batch 4
 usage --from-journal subscribe --from-journal nats://127.0.0.1:4222 --source "$SRC"
 usage --journal-max-age subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-max-age 0
 usage --journal-max-age subscribe --source "$SRC" --journal nats://127.0.0.1:4222 --journal-max-age nan

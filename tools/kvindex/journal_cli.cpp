@@ -34,6 +34,11 @@ void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_f
                     "Bytes of journal records kept while NATS is slow or down (default 256 MiB); "
                     "beyond it records are dropped and counted")
         ->check(cli::Positive());
+    cmd->add_option("--journal-batch", options.batch_records,
+                    "Up to N records of one source per JetStream message (1-1024, default 1): "
+                    "fewer, larger messages for more throughput; an HA pair may then store a "
+                    "batch twice (replicas apply it once)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1024}));
     cmd->add_option("--journal-replicas", options.replicas,
                     "Replicas of the journal stream when --journal creates it (1-5, default 1; 3 "
                     "in a JetStream cluster)")
@@ -77,6 +82,7 @@ Result<JournalOptions> MakeJournalOptions(const JournalCliOptions& options,
   KVINDEX_RETURN_IF_ERROR(CheckJournalStreamName(options.stream, "--journal-stream"));
   out.stream = options.stream;
   out.buffer_bytes = options.buffer_bytes;
+  out.batch_records = static_cast<size_t>(options.batch_records);
   out.stream_replicas = options.replicas;
   out.max_age = std::chrono::seconds(static_cast<int64_t>(options.max_age_s + 0.5));
   out.max_bytes = static_cast<int64_t>(options.max_bytes);
@@ -113,7 +119,8 @@ std::string JournalStatusText(const JournalPublisherStatus& status) {
 
 nlohmann::json JournalJson(const JournalPublisherStatus& s) {
   return {{"connected", s.connected},           {"records_accepted", s.records_accepted},
-          {"records_acked", s.records_acked},   {"duplicates", s.duplicates},
+          {"records_acked", s.records_acked},   {"messages_acked", s.messages_acked},
+          {"duplicates", s.duplicates},
           {"records_pending", s.records_pending}, {"bytes_pending", s.bytes_pending},
           {"last_acked_seq", s.last_acked_seq}, {"resent", s.resent},
           {"lost_records", s.lost_records},     {"lost_bytes", s.lost_bytes}};
@@ -234,15 +241,16 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
   }
   backend.Set(SnapshotOf(applier, start, connected, last_seq));
   bool told_behind = false;
+  uint32_t applied_index = 0;  // the place in its message of the last record applied
   auto next_refresh = SteadyClock::now() + std::chrono::milliseconds(200);
   auto last_delivery = SteadyClock::now();
   while (!stop.load()) {
     if (reader->Next(entry, std::chrono::milliseconds(50))) {
       last_delivery = SteadyClock::now();
       last_known = true;
-      // Every sequence is applied once, also when a reopened consumer repeats one.
+      // Every record is applied once, also when a reopened consumer repeats a message.
       const uint64_t expected = applier.stats().applied_seq + 1;
-      if (entry.stream_seq > expected) {
+      if (entry.record_index == 0 && entry.stream_seq > expected) {
         const uint64_t skipped = entry.stream_seq - expected;
         Log(LogLevel::kWarn, "replica: the journal no longer holds seq " +
                                  std::to_string(expected) + ".." +
@@ -255,7 +263,11 @@ Status ConsumeJournal(const JournalOptions& journal, JournalApplier& applier,
       // A record the index refuses is counted (bad_records), logged and skipped: a replica
       // never stops on one.
       uint64_t suppressed = 0;
-      if (entry.stream_seq >= expected) {
+      const bool fresh = entry.record_index == 0
+                             ? entry.stream_seq >= expected
+                             : entry.stream_seq + 1 == expected && entry.record_index > applied_index;
+      if (fresh) {
+        applied_index = entry.record_index;
         const Status applied = applier.Apply(entry);
         if (!applied.ok() && bad_log.Allow(&suppressed)) {
           Log(LogLevel::kWarn, "replica: journal seq " + std::to_string(entry.stream_seq) +
@@ -444,6 +456,7 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
   // Each source's batch records in the ingester's order (record_order.h), as a replica applies
   // them: replaying the capture then gives the replica's state.
   RecordOrderer orderer;
+  uint64_t position = 0;  // records handed to the orderer
   Status written;
   const RecordOrderer::Sink write = [&](uint64_t, uint64_t key, CaptureRecordView& record) {
     if (!written.ok()) return;
@@ -451,7 +464,8 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
     ++records;
   };
   auto last_progress = SteadyClock::now();
-  while (seq < last) {
+  bool message_done = true;  // the last record read ended its message
+  while (seq < last || !message_done) {
     if (!reader->Next(entry, std::chrono::milliseconds(200))) {
       if (SteadyClock::now() - last_progress > std::chrono::seconds(10)) {
         return Status::Unavailable("journal: no message for 10 s at seq " + std::to_string(seq) +
@@ -460,8 +474,11 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
       continue;
     }
     last_progress = SteadyClock::now();
-    if (entry.stream_seq > seq + 1) orderer.ReleaseAll(write);  // retention dropped some
+    if (entry.record_index == 0 && entry.stream_seq > seq + 1) {
+      orderer.ReleaseAll(write);  // retention dropped some
+    }
     seq = entry.stream_seq;
+    message_done = entry.last_in_message;
     if (!entry.problem.ok()) {
       ++bad;
       continue;
@@ -469,7 +486,7 @@ Status ExportJournal(const JournalOptions& journal, const std::string& out, bool
     if (entry.record.type == CaptureRecordType::kNote && entry.record.text() == kJournalLostNote) {
       orderer.ReleaseSource(entry.source_key, write);
     }
-    orderer.Add(entry.stream_seq, entry.source_key, entry.body, entry.record, entry.prev, write);
+    orderer.Add(++position, entry.source_key, entry.body, entry.record, entry.prev, write);
     KVINDEX_RETURN_IF_ERROR(written);
   }
   // Records still waiting for a predecessor the stream does not hold (yet) end the capture.

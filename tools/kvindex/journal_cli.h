@@ -29,10 +29,12 @@ struct JournalCliOptions {
   double max_age_s = 0;       // --journal-max-age (0: none)
   uint64_t max_bytes = 0;     // --journal-max-bytes (0: none)
   double snapshot_every_s = 0;  // --snapshot-to-journal (0: off)
+  uint64_t batch_records = 1;   // --journal-batch
 };
 
-// --journal-stream (and, with `publish_flags`, --journal, --journal-buffer, --journal-replicas,
-// --journal-max-age, --journal-max-bytes and --snapshot-to-journal) on `cmd`; always
+// --journal-stream (and, with `publish_flags`, --journal, --journal-buffer, --journal-batch,
+// --journal-replicas, --journal-max-age, --journal-max-bytes and --snapshot-to-journal) on `cmd`;
+// always
 // --from-journal, excluding `excluded` (the engine-side flags) when not null.
 void AddJournalOptions(CLI::App* cmd, JournalCliOptions& options, bool publish_flags,
                        CLI::Option* excluded);

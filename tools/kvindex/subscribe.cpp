@@ -65,15 +65,18 @@ nlohmann::json IndexJson(const IndexStats& stats) {
           {"instances", instances}};
 }
 
-// --snapshot-to-journal, --journal-max-age or --journal-max-bytes given (they need --journal).
+// --snapshot-to-journal, --journal-max-age, --journal-max-bytes or --journal-batch given (they
+// need --journal).
 bool JournalPublishFlagsGiven(const JournalCliOptions& journal) {
-  return journal.snapshot_every_s > 0 || journal.max_age_s > 0 || journal.max_bytes > 0;
+  return journal.snapshot_every_s > 0 || journal.max_age_s > 0 || journal.max_bytes > 0 ||
+         journal.batch_records != 1;
 }
 
 Status RunReplicaOf(const SubscribeOptions& options) {
   if (JournalPublishFlagsGiven(options.journal)) {
-    return Status::InvalidArgument("--from-journal: --snapshot-to-journal, --journal-max-age and "
-                                   "--journal-max-bytes belong to the ingester (--journal)");
+    return Status::InvalidArgument("--from-journal: --snapshot-to-journal, --journal-max-age, "
+                                   "--journal-max-bytes and --journal-batch belong to the "
+                                   "ingester (--journal)");
   }
   if (!options.record.empty() || !options.warm_from.empty() || !options.journal.publish.empty() ||
       !options.snapshot_dir.empty()) {
@@ -99,8 +102,8 @@ Status RunSubscribe(const SubscribeOptions& options) {
     return Status::InvalidArgument("--journal-stream needs --journal or --from-journal");
   }
   if (options.journal.publish.empty() && JournalPublishFlagsGiven(options.journal)) {
-    return Status::InvalidArgument(
-        "--snapshot-to-journal, --journal-max-age and --journal-max-bytes need --journal");
+    return Status::InvalidArgument("--snapshot-to-journal, --journal-max-age, --journal-max-bytes "
+                                   "and --journal-batch need --journal");
   }
   KVINDEX_ASSIGN_OR_RETURN(auto sources, GatherSources(options.sources, options.config,
                                                        options.auto_timeout));

@@ -71,7 +71,7 @@ Status JournalApplier::Apply(JournalEntry& entry) {
     // Records of this source were dropped: what waits for them is applied now.
     orderer_.ReleaseSource(entry.source_key, sink_);
   }
-  orderer_.Add(entry.stream_seq, entry.source_key, entry.body, entry.record, entry.prev, sink_);
+  orderer_.Add(++order_position_, entry.source_key, entry.body, entry.record, entry.prev, sink_);
   NoteOrder();
   return first_error_;
 }

@@ -42,7 +42,14 @@ struct Entry {
   EntryState state = EntryState::kQueued;
   bool sent_before = false;
   uint64_t seq = 0;  // the stream sequence acknowledged
-  std::optional<uint64_t> prev;  // a batch record's predecessor (record_order.h)
+  uint64_t key = 0;  // the source key (its subject)
+  bool batch = false;            // a batch record (record_order.h)
+  std::optional<uint64_t> prev;  // a batch record's predecessor
+  // Grouping (JournalOptions::batch_records), fixed at the first send so that a group sent again
+  // has the same id: the leader lists its members' ordinals; a member is sent with its leader.
+  bool grouped = false;
+  bool member = false;
+  std::vector<uint64_t> members;
 };
 
 uint32_t Le32(const std::byte* p) {
@@ -88,11 +95,17 @@ struct JournalPublisher::Impl {
   // Ingest thread.
   // Returns false when the record was dropped (counted lost).
   bool Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop,
-            std::optional<uint64_t> prev = std::nullopt);
+            bool batch = false, std::optional<uint64_t> prev = std::nullopt);
   void MarkLosses();
   // Publishing thread.
   void Loop();
   void SendSome(std::unique_lock<std::mutex>& lock);
+  // Under mutex: makes entries[index] (queued, never grouped) a group's leader with the records
+  // that can join it.
+  void FormGroup(size_t index);
+  // Under mutex: calls f(entry) for the leader at `leader_ordinal` and each of its members.
+  template <typename F>
+  void ForGroup(uint64_t leader_ordinal, F&& f);
   // nats.c's thread.
   void OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* error);
   void PopAcked();  // under mutex
@@ -167,13 +180,13 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
     const uint64_t n = ++m.occurrences[source][slot];
     id += "-t" + std::to_string(slot) + "-" + std::to_string(n) + "-" + Hex64(hash);
   }
-  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, prev) && link) {
+  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, link.has_value(), prev) && link) {
     m.last_link[source] = *link;
   }
 }
 
 bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
-                                  std::span<const std::byte> record, bool may_drop,
+                                  std::span<const std::byte> record, bool may_drop, bool batch,
                                   std::optional<uint64_t> prev) {
   const uint32_t source = Le32(record.data() + 24);
   {
@@ -192,6 +205,8 @@ bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
   entry.subject = nats_internal::SourceSubject(options.stream, key);
   entry.msg_id = std::move(msg_id);
   entry.data.assign(record.begin(), record.end());
+  entry.key = key;
+  entry.batch = batch;
   entry.prev = prev;
   std::lock_guard lock(mutex);
   counters.bytes_pending += entry.data.size();
@@ -291,27 +306,52 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
       ++next_send;
     }
   }
+  std::vector<std::byte> body;
   while (!stop && !failure && in_flight < options.max_in_flight && next_send < entries.size()) {
     Entry& entry = entries[next_send];
-    if (entry.state != EntryState::kQueued) {
+    // A group's members go with their leader.
+    if (entry.state != EntryState::kQueued || entry.member) {
       ++next_send;
       continue;
     }
     const uint64_t ordinal = front_ordinal + next_send;
-    entry.state = EntryState::kInFlight;
-    if (entry.sent_before) ++counters.resent;
-    entry.sent_before = true;
+    if (!entry.grouped) FormGroup(next_send);
     ++in_flight;
     ++next_send;
-    // Copied into the message before the lock is released: entries may move meanwhile.
+    // Copied into the message before the lock is released: entries may move meanwhile. A group is
+    // its records' bytes one after the other, under its leader's id (the same when sent again).
+    const bool single = entry.members.empty();
+    if (!single) {
+      body = entry.data;
+      for (const uint64_t m : entry.members) {
+        const Entry& member = entries[m - front_ordinal];
+        body.insert(body.end(), member.data.begin(), member.data.end());
+      }
+    }
+    const std::vector<std::byte>& data = single ? entry.data : body;
+    ForGroup(ordinal, [this](Entry& e) {
+      e.state = EntryState::kInFlight;
+      if (e.sent_before) ++counters.resent;
+      e.sent_before = true;
+    });
     natsMsg* msg = nullptr;
     natsStatus s = natsMsg_Create(&msg, entry.subject.c_str(), nullptr,
-                                  reinterpret_cast<const char*>(entry.data.data()),
-                                  static_cast<int>(entry.data.size()));
-    if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", entry.msg_id.c_str());
+                                  reinterpret_cast<const char*>(data.data()),
+                                  static_cast<int>(data.size()));
+    const std::string id =
+        single ? entry.msg_id : entry.msg_id + "+" + std::to_string(entry.members.size());
+    if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id.c_str());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
-    if (s == NATS_OK && entry.prev) {
-      s = natsMsgHeader_Set(msg, nats_internal::kPrevHeader, Hex64(*entry.prev).c_str());
+    // The predecessor of the group's first batch record; the reader chains the others.
+    std::optional<uint64_t> prev;
+    ForGroup(ordinal, [&prev, first = true](Entry& e) mutable {
+      if (first && e.batch) {
+        prev = e.prev;
+        first = false;
+      }
+    });
+    if (s == NATS_OK && prev) {
+      s = natsMsgHeader_Set(msg, nats_internal::kPrevHeader, Hex64(*prev).c_str());
     }
     lock.unlock();
     jsPubOptions pub;
@@ -320,23 +360,55 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
     if (s == NATS_OK) s = js_PublishMsgAsync(link.js(), &msg, &pub);
     natsMsg_Destroy(msg);  // null when nats.c took it
     lock.lock();
-    const uint64_t index = ordinal - front_ordinal;
-    if (s == NATS_MAX_PAYLOAD && index < entries.size()) {
+    if (s == NATS_MAX_PAYLOAD) {
       // Larger than the server takes (it lowered its limit): lost, not retried.
-      ++counters.lost_records;
-      counters.lost_bytes += entries[index].data.size();
-      entries[index].state = EntryState::kAcked;
+      ForGroup(ordinal, [this](Entry& e) {
+        ++counters.lost_records;
+        counters.lost_bytes += e.data.size();
+        e.state = EntryState::kAcked;
+      });
       --in_flight;
       PopAcked();
     } else if (s != NATS_OK) {
-      // Not sent: this record and the ones after it go again once in-flight ones resolve.
+      // Not sent: these records and the ones after them go again once in-flight ones resolve.
       counters.last_error = std::string("publish: ") + natsStatus_GetText(s);
-      if (index < entries.size() && entries[index].state == EntryState::kInFlight) {
-        entries[index].state = EntryState::kQueued;
-      }
+      ForGroup(ordinal, [](Entry& e) {
+        if (e.state == EntryState::kInFlight) e.state = EntryState::kQueued;
+      });
       --in_flight;
       failure = true;
     }
+  }
+}
+
+void JournalPublisher::Impl::FormGroup(size_t index) {
+  Entry& leader = entries[index];
+  leader.grouped = true;
+  if (options.batch_records <= 1) return;
+  // The records of the same source that follow, in order: a record of that source that cannot
+  // join (sent before, or too large to fit) ends the group, so the source's order is kept.
+  size_t bytes = leader.data.size();
+  const size_t limit = max_payload > 1024 ? max_payload - 1024 : max_payload;
+  const size_t scan_end = std::min(entries.size(), index + 1 + 4 * options.batch_records);
+  for (size_t j = index + 1; j < scan_end && leader.members.size() + 1 < options.batch_records;
+       ++j) {
+    Entry& e = entries[j];
+    if (e.key != leader.key || e.subject != leader.subject) continue;
+    if (e.state != EntryState::kQueued || e.grouped || bytes + e.data.size() > limit) break;
+    e.grouped = true;
+    e.member = true;
+    leader.members.push_back(front_ordinal + j);
+    bytes += e.data.size();
+  }
+}
+
+template <typename F>
+void JournalPublisher::Impl::ForGroup(uint64_t leader_ordinal, F&& f) {
+  if (leader_ordinal < front_ordinal || leader_ordinal - front_ordinal >= entries.size()) return;
+  Entry& leader = entries[leader_ordinal - front_ordinal];
+  f(leader);
+  for (const uint64_t m : leader.members) {
+    if (m >= front_ordinal && m - front_ordinal < entries.size()) f(entries[m - front_ordinal]);
   }
 }
 
@@ -351,14 +423,17 @@ void JournalPublisher::Impl::OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* err
   const bool window_was_full = in_flight >= options.max_in_flight;
   --in_flight;
   if (ack != nullptr && error == nullptr) {
-    entry.state = EntryState::kAcked;
-    entry.seq = ack->Sequence;
-    ++counters.records_acked;
-    if (ack->Duplicate) ++counters.duplicates;
+    ForGroup(ordinal, [this, ack](Entry& e) {
+      e.state = EntryState::kAcked;
+      e.seq = ack->Sequence;
+      ++counters.records_acked;
+      if (ack->Duplicate) ++counters.duplicates;
+    });
+    ++counters.messages_acked;
     counters.last_acked_seq = std::max(counters.last_acked_seq, ack->Sequence);
     PopAcked();
   } else {
-    entry.state = EntryState::kQueued;
+    ForGroup(ordinal, [](Entry& e) { e.state = EntryState::kQueued; });
     failure = true;
     if (error != nullptr) {
       counters.last_error = std::string("acknowledgement: ") +

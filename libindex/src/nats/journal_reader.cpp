@@ -1,9 +1,14 @@
 // JournalReader (journal.h): an ordered push consumer (nats.c recreates it from the last sequence
 // it delivered after a gap, a missed heartbeat or a reconnect) on every subject of the stream,
-// read synchronously; each message's metadata gives its stream sequence and what is left.
+// read synchronously, one record at a time; each message's metadata gives its stream sequence and
+// what is left.
+#include <cstring>
+#include <optional>
+#include <span>
 #include <thread>
 
 #include "kvindex/core/clock.h"
+#include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal.h"
 
 #include "nats_link.h"
@@ -15,6 +20,15 @@ struct JournalReader::Impl {
   nats_internal::NatsLink link;
   natsSubscription* sub = nullptr;
   natsMsg* current = nullptr;  // the message the last entry views
+  // The current message: its metadata, body, the next record's offset and index, and the
+  // predecessor of its next batch record.
+  uint64_t stream_seq = 0;
+  uint64_t pending = 0;
+  uint64_t source_key = 0;
+  std::span<const std::byte> body;
+  size_t offset = 0;
+  uint32_t index = 0;
+  std::optional<uint64_t> prev;
 
   ~Impl() {
     natsMsg_Destroy(current);
@@ -85,36 +99,63 @@ Result<std::unique_ptr<JournalReader>> JournalReader::TryOpen(const JournalOptio
 
 bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
   Impl& m = *impl_;
-  natsMsg* msg = nullptr;
-  const natsStatus s = natsSubscription_NextMsg(&msg, m.sub, wait.count());
-  if (s != NATS_OK) {
-    // A timeout, or a problem nats.c recovers from (the ordered consumer is recreated).
-    if (s != NATS_TIMEOUT) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return false;
+  if (m.current == nullptr || m.offset >= m.body.size()) {
+    natsMsg* msg = nullptr;
+    const natsStatus s = natsSubscription_NextMsg(&msg, m.sub, wait.count());
+    if (s != NATS_OK) {
+      // A timeout, or a problem nats.c recovers from (the ordered consumer is recreated).
+      if (s != NATS_TIMEOUT) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return false;
+    }
+    natsMsg_Destroy(m.current);
+    m.current = msg;
+    m.stream_seq = 0;
+    m.pending = 0;
+    jsMsgMetaData* meta = nullptr;
+    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+      m.stream_seq = meta->Sequence.Stream;
+      m.pending = meta->NumPending;
+      jsMsgMetaData_Destroy(meta);
+    }
+    m.source_key = nats_internal::SubjectSourceKey(natsMsg_GetSubject(msg), m.options.stream);
+    const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
+    m.body = std::span<const std::byte>(data, static_cast<size_t>(natsMsg_GetDataLength(msg)));
+    m.offset = 0;
+    m.index = 0;
+    m.prev.reset();
+    const char* prev = nullptr;
+    if (natsMsgHeader_Get(msg, nats_internal::kPrevHeader, &prev) == NATS_OK && prev != nullptr) {
+      m.prev = nats_internal::ParseHex64(prev);
+    }
   }
-  natsMsg_Destroy(m.current);
-  m.current = msg;
-  jsMsgMetaData* meta = nullptr;
-  entry.stream_seq = 0;
-  entry.pending = 0;
-  if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
-    entry.stream_seq = meta->Sequence.Stream;
-    entry.pending = meta->NumPending;
-    jsMsgMetaData_Destroy(meta);
+  entry.stream_seq = m.stream_seq;
+  entry.pending = m.pending;
+  entry.source_key = m.source_key;
+  entry.record_index = m.index++;
+  // One record: its length field says where it ends. A length that does not fit makes the rest
+  // of the message one bad record.
+  const std::span<const std::byte> rest = m.body.subspan(m.offset);
+  size_t length = rest.size();
+  if (rest.size() >= 4) {
+    uint32_t declared;
+    std::memcpy(&declared, rest.data(), 4);
+    if (declared >= 4 && declared <= rest.size()) length = declared;
   }
-  entry.source_key = nats_internal::SubjectSourceKey(natsMsg_GetSubject(msg), m.options.stream);
-  const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
-  const std::span<const std::byte> body(data, static_cast<size_t>(natsMsg_GetDataLength(msg)));
-  entry.body = body;
+  entry.body = rest.first(length);
+  m.offset += length;
+  entry.last_in_message = m.offset >= m.body.size();
   entry.prev.reset();
-  const char* prev = nullptr;
-  if (natsMsgHeader_Get(msg, nats_internal::kPrevHeader, &prev) == NATS_OK && prev != nullptr) {
-    entry.prev = nats_internal::ParseHex64(prev);
-  }
-  entry.problem = ParseCaptureRecord(body, entry.record);
+  entry.problem = ParseCaptureRecord(entry.body, entry.record);
   if (!entry.problem.ok()) {
     entry.record.body = {};
     entry.record.frames.clear();
+    return true;
+  }
+  // The message's header names the first batch record's predecessor; each later batch record
+  // follows the one before it.
+  if (const std::optional<uint64_t> link = RecordLinkId(entry.record)) {
+    entry.prev = m.prev;
+    m.prev = link;
   }
   return true;
 }

@@ -1,6 +1,7 @@
 // The event journal (docs/scale-out.md): every record a capture would hold, published to a NATS
 // JetStream stream so that replicas can rebuild the index without an engine connection. A journal
-// message body is one capture record (files/capture_record.h); its subject names the source
+// message body is one capture record (files/capture_record.h), or several of the same source one
+// after the other (JournalOptions::batch_records); its subject names the source
 // (`<stream>.src.<16 hex digits>`, a hash of the source's definition, the same on every ingester)
 // and its `Nats-Msg-Id` is that source identity plus what identifies the record (for a live batch:
 // its sequence and a hash of its frames), so two ingesters on the same engines put each batch into
@@ -45,8 +46,13 @@ struct JournalOptions {
   std::string stream = "kvindex";
   // Publisher: the most bytes of records held (not yet acknowledged) before records are dropped.
   size_t buffer_bytes = size_t{256} << 20;
-  // Publisher: the most records published and not yet acknowledged at once.
+  // Publisher: the most messages published and not yet acknowledged at once.
   size_t max_in_flight = 4096;
+  // Publisher: the most records in one message. Records of the same source waiting to be sent
+  // together go in one message, in order (its body is their bytes one after the other; its id the
+  // first record's with "+<more>"), which divides JetStream's cost per message. Two ingesters of an
+  // HA pair may then group the same batch differently and both store it: a replica applies it once.
+  size_t batch_records = 1;
   // Publisher: how long an acknowledgement is waited for before the record is sent again.
   std::chrono::milliseconds ack_wait{2000};
   // Stream creation (when the stream is missing): replicas (1 or 3 in a cluster) and the
@@ -78,6 +84,7 @@ struct JournalPublisherStatus {
   uint64_t stream_start_seq = 0;
   uint64_t records_accepted = 0;    // handed over and kept
   uint64_t records_acked = 0;       // acknowledged by JetStream (duplicates included)
+  uint64_t messages_acked = 0;      // the messages that carried them (--journal-batch)
   uint64_t duplicates = 0;          // acknowledged as duplicates (another ingester had them)
   uint64_t records_pending = 0;     // kept, not acknowledged yet
   uint64_t bytes_pending = 0;
@@ -135,15 +142,19 @@ class JournalPublisher : public CaptureRecordSink {
   std::unique_ptr<Impl> impl_;
 };
 
-// One journal message as read.
+// One journal record as read (a message holds one or more).
 struct JournalEntry {
-  uint64_t stream_seq = 0;
+  uint64_t stream_seq = 0;  // the message's
+  uint32_t record_index = 0;     // the record's place in its message (0: the first)
+  bool last_in_message = true;
   uint64_t pending = 0;     // messages in the stream after this one (as the server counted)
   uint64_t source_key = 0;  // from the subject (0: a subject that is not a source's)
-  std::span<const std::byte> body;  // the message body (the record's bytes); valid until Next()
+  std::span<const std::byte> body;  // the record's bytes; valid until Next()
   CaptureRecordView record;  // views into the reader's current message; valid until Next()
   Status problem;            // not ok: the body is not a capture record (record is empty)
-  // A batch record's predecessor as its publisher named it (record_order.h; nullopt: none).
+  // A batch record's predecessor as its publisher named it (record_order.h; nullopt: none): the
+  // message's header for its first batch record, the batch record before it in the message for
+  // the others.
   std::optional<uint64_t> prev;
 };
 
@@ -160,8 +171,9 @@ class JournalReader {
   JournalReader(const JournalReader&) = delete;
   JournalReader& operator=(const JournalReader&) = delete;
 
-  // The next message within `wait`: true and `entry` filled, false when none arrived. A
-  // connection problem is not an error (the consumer resumes after a reconnect).
+  // The next record within `wait` (the rest of the current message first, without waiting): true
+  // and `entry` filled, false when none arrived. A connection problem is not an error (the
+  // consumer resumes after a reconnect).
   bool Next(JournalEntry& entry, std::chrono::milliseconds wait);
   // The stream's last sequence as the server reports it now. kUnavailable while disconnected.
   Result<uint64_t> LastSeq();

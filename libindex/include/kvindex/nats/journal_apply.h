@@ -111,6 +111,7 @@ class JournalApplier : private IngestObserver {
   std::vector<SourceId> give_up_now_;  // asked for a replay while lossy
   RecordOrderer orderer_;
   RecordOrderer::Sink sink_;
+  uint64_t order_position_ = 0;  // records handed to the orderer
   Status first_error_;  // the first failure while applying one Apply()'s records
 };
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `subscribe --journal --journal-batch 8`: several records of a source per JetStream message.
+# publish-fake (dropped batches, recovered by replay) -> the ingester -> a real nats-server -> a
+# replica that answers every final query publish-fake expects exactly; the stream holds fewer
+# messages than records; `record --from-journal` splits the messages again: every live batch once,
+# in order, and its replay answers the queries too.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/live_lib.bash"
+. "$(dirname "$0")/publish_fake_lib.bash"
+. "$(dirname "$0")/journal_lib.bash"
+
+base=$(free_ports 5)
+nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
+start_nats "$nats"
+J=nats://127.0.0.1:$nats
+"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
+  --journal "$J" --journal-batch 8 --http "127.0.0.1:$http_ing" --stats-interval 0 \
+  --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
+ing=$!
+PIDS+=("$ing")
+"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
+  >"$TMP/rep.out" 2>"$TMP/rep.err" &
+PIDS+=($!)
+wait_port "$http_rep" || fail "replica did not serve"
+# Fast enough that records wait for the publishing thread together.
+run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
+  --count 2000 --rate 20000 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
+  --emit-queries "$TMP/q.jsonl" --query-every 100
+expect_status 0 "publish-fake"
+wait_acked "$http_ing" none || fail "ingester journal state"
+last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])')
+wait_lag0 "$http_rep" "$last" || fail "replica lag"
+check_answers "$TMP/q.jsonl" "$http_rep" || fail "replica answers"
+
+kill -TERM "$ing"
+wait "$ing" || fail "ingester exit"
+"$PY" - "$TMP/ing.json" "$last" <<'PYEOF' || fail "fewer messages than records"
+import json, sys
+j = json.load(open(sys.argv[1]))["journal"]
+last = int(sys.argv[2])
+# Every record acknowledged, in fewer messages: the stream's last sequence counts messages.
+assert j["records_acked"] == j["records_accepted"] and j["lost_records"] == 0, j
+assert j["messages_acked"] == last < j["records_acked"], (j, last)
+PYEOF
+
+run "$KVINDEX" record --from-journal "$J" --out "$TMP/j.kvcap"
+expect_status 0 "record --from-journal"
+"$PY" - "$KVINDEX_SOURCE_DIR/tests/data/capture_check.py" "$TMP/j.kvcap" "$TMP/ing.json" <<'PYEOF' || fail "export"
+import json, subprocess, sys
+out = subprocess.run([sys.executable, sys.argv[1], sys.argv[2]], capture_output=True, text=True, check=True).stdout
+records = list(map(json.loads, out.splitlines()))
+assert len(records) == json.load(open(sys.argv[3]))["journal"]["records_acked"], len(records)
+live = [int(r["frames"][1], 16) for r in records if r["type"] == 2]
+replayed = [r for r in records if r["type"] == 3]
+assert live == sorted(set(live)) and len(live) > 1500 and replayed, (len(live), len(replayed))
+PYEOF
+run "$KVINDEX" replay "$TMP/j.kvcap" --queries "$TMP/q.jsonl"
+expect_status 0 "replay of the export answers every query"
+finish
