@@ -20,7 +20,8 @@
 #   BUILD_DIR (default build), SCALE divides every size (a smoke run), REPS repetitions (default 3).
 # Environment: PARTS (default "throughput lag latejoin"); EPB events per batch (default 50; every
 #   event stores one block); RATE_BLOCKS (default 200000) and LAG_SECONDS (default 20) for `lag`;
-#   SNAPSHOT_EVERY (default 2, seconds) for the with-snapshot variant; OUT_SUFFIX.
+#   SNAPSHOT_EVERY (default 2, seconds) for the with-snapshot variant; JOURNAL_BATCH (default 1:
+#   the ingesters' --journal-batch); OUT_SUFFIX.
 # Sizes: throughput 60,000 batches of 50 events (3 M blocks); late join 1 M and 10 M blocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,7 @@ NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
 [ -x "$KVINDEX" ] || { echo "bench-journal.sh: no $KVINDEX (build kvindex_cli first)" >&2; exit 2; }
 [ -x "$NATS_SERVER" ] || { echo "bench-journal.sh: nats-server not found (scripts/setup.sh)" >&2; exit 2; }
 EPB=${EPB:-50}
+JOURNAL_BATCH=${JOURNAL_BATCH:-1}
 commit=$(git rev-parse --short=12 HEAD)
 out=bench/results/journal-$commit${OUT_SUFFIX:+-$OUT_SUFFIX}.json
 tmp=$(mktemp -d)
@@ -251,7 +253,7 @@ tp_journal() {  # NAME COUNT
   start_nats
   start_replica "$name"
   wait_port "$H_REP"
-  start_ingester "$name" --journal "nats://127.0.0.1:$PORT"
+  start_ingester "$name" --journal "nats://127.0.0.1:$PORT" --journal-batch "$JOURNAL_BATCH"
   poll_until "$H_REP" 'j["connected"]' >/dev/null  # the replica follows the stream
   start_poller "$tmp/$name.poll" "$H_ING" "$H_REP"
   publish "$count" --blast
@@ -270,6 +272,7 @@ tp_journal() {  # NAME COUNT
   stop_proc "$REP"
   stop_nats
   row throughput "$name" path=journal batches="$count" epb="$EPB" last_seq="$last" \
+    journal_batch="$JOURNAL_BATCH" \
     acked_ns="$acked" applied_ns="$applied" ing_cpu_s="$icpu" rep_cpu_s="$rcpu" \
     nats_cpu_s="$ncpu" load="$l0" ing=@"$tmp/$name-ing.json" rep=@"$tmp/$name-rep.json" \
     pub=@"$tmp/pub.json"
@@ -284,7 +287,7 @@ lag_run() {  # NAME
   start_nats
   start_replica "$name"
   wait_port "$H_REP"
-  start_ingester "$name" --journal "nats://127.0.0.1:$PORT"
+  start_ingester "$name" --journal "nats://127.0.0.1:$PORT" --journal-batch "$JOURNAL_BATCH"
   poll_until "$H_REP" 'j["connected"]' >/dev/null  # the replica follows the stream
   publish "$count" --rate "$rate" --hwm 1000000
   wait_ingested "$name" "$count"
@@ -328,6 +331,7 @@ print(json.dumps({"count": count, "sum_s": total, "p50_s": quantile(0.5), "p99_s
                   "buckets": [[str(le), n] for le, n in b]}))
 PYEOF
   row lag "$name" batches="$count" epb="$EPB" rate_batches="$rate" last_seq="$last" \
+    journal_batch="$JOURNAL_BATCH" \
     ing_cpu_s="$icpu" rep_cpu_s="$rcpu" nats_cpu_s="$ncpu" load="$l0" \
     lag=@"$tmp/$name.lag.json" ing=@"$tmp/$name-ing.json" pub=@"$tmp/pub.json"
 }
@@ -339,7 +343,8 @@ latejoin() {  # VARIANT(plain|snapshot) BLOCKS
   local name=lj-$variant-$blocks extra=()
   [ "$variant" = snapshot ] && extra=(--snapshot-to-journal "${SNAPSHOT_EVERY:-2}")
   start_nats
-  start_ingester "$name" --journal "nats://127.0.0.1:$PORT" "${extra[@]}"
+  start_ingester "$name" --journal "nats://127.0.0.1:$PORT" --journal-batch "$JOURNAL_BATCH" \
+    "${extra[@]}"
   publish "$count" --blast
   wait_ingested "$name" "$count"
   local acked last

@@ -2,6 +2,7 @@
 #include "kvindex/ingest/record_order.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -11,6 +12,13 @@
 #include "kvindex/files/capture_record.h"
 
 namespace kvindex {
+
+size_t NextRecordLength(std::span<const std::byte> rest) {
+  if (rest.size() < 4) return rest.size();
+  uint32_t declared;
+  std::memcpy(&declared, rest.data(), 4);
+  return declared >= 4 && declared <= rest.size() ? declared : rest.size();
+}
 
 std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record) {
   uint64_t seq = 0;

@@ -4,7 +4,10 @@
 // thread for each acknowledgement or failure (a timeout after ack_wait included); acknowledged
 // records leave the buffer from its front. After a failure no new record is sent until every
 // record in flight is resolved, then every unacknowledged record is sent again from the first, in
-// order: JetStream's duplicate window drops the copies of records it had already stored.
+// order: JetStream's duplicate window drops the copies of records it had already stored. With
+// batch_records above 1, the first send of a record makes it the leader of a group: the queued
+// records of its source that follow it (FormGroup()), sent, acknowledged and sent again as one
+// message under the leader's ordinal. Each batch record carries its predecessor (record_order.h).
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -393,7 +396,7 @@ void JournalPublisher::Impl::FormGroup(size_t index) {
   for (size_t j = index + 1; j < scan_end && leader.members.size() + 1 < options.batch_records;
        ++j) {
     Entry& e = entries[j];
-    if (e.key != leader.key || e.subject != leader.subject) continue;
+    if (e.key != leader.key) continue;
     if (e.state != EntryState::kQueued || e.grouped || bytes + e.data.size() > limit) break;
     e.grouped = true;
     e.member = true;

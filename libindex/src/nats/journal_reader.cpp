@@ -2,7 +2,6 @@
 // it delivered after a gap, a missed heartbeat or a reconnect) on every subject of the stream,
 // read synchronously, one record at a time; each message's metadata gives its stream sequence and
 // what is left.
-#include <cstring>
 #include <optional>
 #include <span>
 #include <thread>
@@ -135,12 +134,7 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
   // One record: its length field says where it ends. A length that does not fit makes the rest
   // of the message one bad record.
   const std::span<const std::byte> rest = m.body.subspan(m.offset);
-  size_t length = rest.size();
-  if (rest.size() >= 4) {
-    uint32_t declared;
-    std::memcpy(&declared, rest.data(), 4);
-    if (declared >= 4 && declared <= rest.size()) length = declared;
-  }
+  const size_t length = NextRecordLength(rest);
   entry.body = rest.first(length);
   m.offset += length;
   entry.last_in_message = m.offset >= m.body.size();

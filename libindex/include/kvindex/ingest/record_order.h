@@ -37,6 +37,11 @@
 
 namespace kvindex {
 
+// The length of the capture record at the start of `rest`, where records lie one after the
+// other (a journal message of several): its length field when that is at least 4 and fits, else
+// all of `rest` (which then does not parse as one record). 0 only for an empty `rest`.
+size_t NextRecordLength(std::span<const std::byte> rest);
+
 // The link id of a batch record: kMessage with a sequence frame of 8 bytes, or kReplayed that
 // parses as a replay reply or end marker. nullopt for any other record.
 std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record);
