@@ -16,17 +16,14 @@
 #include "kvindex/nats/journal_apply.h"
 #include "kvindex/nats/journal_snapshot.h"
 #include "kvindex/snapshot/snapshot.h"
+#include "record_test_util.h"
 #include "test_util.h"
 
 namespace kvindex {
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-Bytes B(std::string_view s) {
-  return Bytes(reinterpret_cast<const std::byte*>(s.data()),
-               reinterpret_cast<const std::byte*>(s.data()) + s.size());
-}
+using test::B;
+using test::Bytes;
 
 // The records of a capture file written by CaptureWriter, as raw bytes (after the file header).
 Bytes WrittenRecords(const std::function<void(CaptureWriter&)>& write) {
@@ -108,15 +105,10 @@ struct Entry {
 
 Bytes Batch(uint64_t seq, int64_t recv_ns = 1) {
   // An empty vLLM batch ([ts, []]): a valid message with nothing to apply.
-  static const Bytes topic = B("kv");
-  const Bytes seq8 = EncodeSeqFrame(seq);
   const Bytes payload = {std::byte{0x92}, std::byte{0xcb}, std::byte{0}, std::byte{0},
                          std::byte{0},    std::byte{0},    std::byte{0}, std::byte{0},
                          std::byte{0},    std::byte{0},    std::byte{0x90}};
-  const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
-  Bytes out;
-  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, recv_ns, frames).ok());
-  return out;
+  return test::LiveRecord(seq, payload, recv_ns);
 }
 
 TEST_CASE("JournalApplier: a journal-lost note gives up on the next hole at once") {
@@ -192,19 +184,7 @@ Bytes StoreBatch(uint64_t seq) {
   batch.events.emplace_back(std::move(stored));
   Bytes payload;
   REQUIRE(EncodeEventBatch(batch, WireFormat::kVllm, payload).ok());
-  const Bytes topic = B("kv");
-  const Bytes seq8 = EncodeSeqFrame(seq);
-  const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
-  Bytes out;
-  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, 1, frames).ok());
-  return out;
-}
-
-uint64_t LinkOf(const Bytes& record) {
-  CaptureRecordView view;
-  REQUIRE(ParseCaptureRecord(record, view).ok());
-  REQUIRE(RecordLinkId(view).has_value());
-  return *RecordLinkId(view);
+  return test::LiveRecord(seq, payload);
 }
 
 TEST_CASE("JournalApplier: a source's first batch after later ones gives the in-order state") {
@@ -213,7 +193,7 @@ TEST_CASE("JournalApplier: a source's first batch after later ones gives the in-
   for (uint64_t s = 0; s < 4; ++s) batches.push_back(StoreBatch(s));
   // Each batch names the one before it, as the journal publisher does.
   const auto prev = [&](size_t i) {
-    return i == 0 ? std::nullopt : std::optional<uint64_t>(LinkOf(batches[i - 1]));
+    return i == 0 ? std::nullopt : std::optional<uint64_t>(test::LinkOf(batches[i - 1]));
   };
   const auto run = [&](const std::vector<size_t>& order, bool named, PrefixIndex& index) {
     JournalApplier applier(&index);

@@ -10,27 +10,15 @@
 
 #include "kvindex/codec/framing.h"
 #include "kvindex/files/capture_record.h"
+#include "record_test_util.h"
 
 namespace kvindex {
 namespace {
 
-using Bytes = std::vector<std::byte>;
+using test::B;
+using test::Bytes;
 
-Bytes B(std::string_view s) {
-  Bytes out(s.size());
-  for (size_t i = 0; i < s.size(); ++i) out[i] = static_cast<std::byte>(s[i]);
-  return out;
-}
-
-// A live batch record of capture source 9: frames [topic, seq, payload].
-Bytes Message(uint64_t seq, const Bytes& payload) {
-  const Bytes topic = B("kv");
-  const Bytes seq8 = EncodeSeqFrame(seq);
-  const std::vector<std::span<const std::byte>> frames = {topic, seq8, payload};
-  Bytes out;
-  REQUIRE(EncodeCaptureFrames(out, CaptureRecordType::kMessage, SourceId{9}, 1, frames).ok());
-  return out;
-}
+Bytes Message(uint64_t seq, const Bytes& payload) { return test::LiveRecord(seq, payload); }
 
 Bytes Message(uint64_t seq) { return Message(seq, B("payload-" + std::to_string(seq))); }
 
@@ -40,13 +28,7 @@ Bytes Text(CaptureRecordType type, std::string_view text) {
   return out;
 }
 
-uint64_t Link(const Bytes& record) {
-  CaptureRecordView view;
-  REQUIRE(ParseCaptureRecord(record, view).ok());
-  const std::optional<uint64_t> link = RecordLinkId(view);
-  REQUIRE(link.has_value());
-  return *link;
-}
+uint64_t Link(const Bytes& record) { return test::LinkOf(record); }
 
 // Feeds records to an orderer and keeps what it passes on: each record's text (definitions,
 // notes) or sequence (batches), in order.
