@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # `subscribe --journal --journal-batch 8`: several records of a source per JetStream message.
-# publish-fake (dropped batches, recovered by replay) -> the ingester -> a real nats-server -> a
-# replica that answers every final query publish-fake expects exactly; the stream holds fewer
-# messages than records; `record --from-journal` splits the messages again: every live batch once,
-# in order, and its replay answers the queries too.
+# publish-fake (dropped batches, recovered by replay) -> the ingester, writing snapshots into the
+# journal every 0.1 s -> a real nats-server -> a replica that answers every final query
+# publish-fake expects exactly; the stream holds fewer messages than records; a second replica
+# started from a mid-stream snapshot (no message holds records from both sides of the point a
+# snapshot covers) is exact too; `record --from-journal` splits the messages again: every live
+# batch once, in order, and its replay answers the queries too.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 . "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
+base=$(free_ports 6)
+nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
 start_nats "$nats"
 J=nats://127.0.0.1:$nats
 "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --journal-batch 8 --http "127.0.0.1:$http_ing" --stats-interval 0 \
+  --journal "$J" --journal-batch 8 --snapshot-to-journal 0.1 --snapshot-keep 100 \
+  --http "127.0.0.1:$http_ing" --stats-interval 0 \
   --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
 ing=$!
 PIDS+=("$ing")
@@ -24,7 +27,7 @@ PIDS+=($!)
 wait_port "$http_rep" || fail "replica did not serve"
 # Fast enough that records wait for the publishing thread together.
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
-  --count 2000 --rate 20000 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
+  --count 10000 --rate 10000 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
   --emit-queries "$TMP/q.jsonl" --query-every 100
 expect_status 0 "publish-fake"
 wait_acked "$http_ing" none || fail "ingester journal state"
@@ -52,8 +55,19 @@ records = list(map(json.loads, out.splitlines()))
 assert len(records) == json.load(open(sys.argv[3]))["journal"]["records_acked"], len(records)
 live = [int(r["frames"][1], 16) for r in records if r["type"] == 2]
 replayed = [r for r in records if r["type"] == 3]
-assert live == sorted(set(live)) and len(live) > 1500 and replayed, (len(live), len(replayed))
+assert live == sorted(set(live)) and len(live) > 7500 and replayed, (len(live), len(replayed))
 PYEOF
 run "$KVINDEX" replay "$TMP/j.kvcap" --queries "$TMP/q.jsonl"
 expect_status 0 "replay of the export answers every query"
+
+# A replica from a snapshot taken while batches arrived.
+mid=$(keep_mid_snapshot "$nats" kvindex "$last") || fail "keeping a mid-stream snapshot"
+read -r covered keep <<<"$mid"
+"$KVINDEX" --log-level info subscribe --from-journal "$J" --http "127.0.0.1:$http_rep2" \
+  --stats-interval 0 >"$TMP/rep2.out" 2>"$TMP/rep2.err" &
+PIDS+=($!)
+wait_port "$http_rep2" || fail "second replica did not serve"
+wait_lag0 "$http_rep2" "$last" || fail "second replica lag"
+grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep2.err" || fail "snapshot $keep not loaded"
+check_answers "$TMP/q.jsonl" "$http_rep2" || fail "second replica answers"
 finish

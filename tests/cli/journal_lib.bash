@@ -158,6 +158,28 @@ def api(port, what, body=None):
 PYEOF
 )
 
+# keep_mid_snapshot PORT STREAM LAST: removes every journal snapshot of STREAM (in STREAM_SNAP)
+# but the newest one that covers less than the journal's LAST sequence, and prints "COVERED ID"
+# of the one kept.
+keep_mid_snapshot() {
+  "$PY" -c "$JS_PY"$'\n''
+import base64, sys
+port, stream, last = sys.argv[1], sys.argv[2], int(sys.argv[3])
+S = stream + "_SNAP"
+subjects = api(port, "STREAM.INFO." + S, {"subjects_filter": S + ".*.m"})["state"]["subjects"]
+snaps = []
+for subject in subjects:
+    text = base64.b64decode(api(port, "STREAM.MSG.GET." + S, {"last_by_subj": subject})["message"]["data"]).decode()
+    fields = dict(l.split(" ", 1) for l in text.splitlines() if " " in l)
+    snaps.append((int(fields["covered_seq"]), int(fields["id"])))
+assert len(snaps) >= 3, snaps
+covered, keep = max(s for s in snaps if 1 < s[0] < last)
+for c, i in snaps:
+    if i != keep:
+        assert api(port, "STREAM.PURGE." + S, {"filter": "%s.%d.>" % (S, i)})["success"]
+print(covered, keep)' "$@"
+}
+
 # wait_log FILE TEXT: waits (<= 15 s) until FILE contains TEXT.
 wait_log() {
   local i

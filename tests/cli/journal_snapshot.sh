@@ -41,21 +41,12 @@ wait "$ing" || fail "ingester exit after SIGTERM"
   "$TMP/ing.json" "$last" || fail "ingester snapshot summary"
 
 # Keep only the newest snapshot that covers less than the whole journal; add three bad newer ones.
-mid=$("$PY" -c "$JS_PY"$'\n''
-import base64, sys, xxhash
-port, last = sys.argv[1], int(sys.argv[2])
+mid=$(keep_mid_snapshot "$nats" kvsnap "$last") || fail "keeping a mid-stream snapshot"
+read -r covered keep <<<"$mid"
+"$PY" -c "$JS_PY"$'\n''
+import json, sys, xxhash
+port, last, keep = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 S = "kvsnap_SNAP"
-subjects = api(port, "STREAM.INFO." + S, {"subjects_filter": S + ".*.m"})["state"]["subjects"]
-snaps = []
-for subject in subjects:
-    text = base64.b64decode(api(port, "STREAM.MSG.GET." + S, {"last_by_subj": subject})["message"]["data"]).decode()
-    fields = dict(l.split(" ", 1) for l in text.splitlines() if " " in l)
-    snaps.append((int(fields["covered_seq"]), int(fields["id"])))
-assert len(snaps) >= 3, snaps
-covered, keep = max(s for s in snaps if 1 < s[0] < last)
-for c, i in snaps:
-    if i != keep:
-        assert api(port, "STREAM.PURGE." + S, {"filter": "%s.%d.>" % (S, i)})["success"]
 body = b"these bytes are not a snapshot"
 ack = json.loads(request(port, "%s.%d.c" % (S, keep + 1), body))
 h = xxhash.xxh3_64_hexdigest(body)
@@ -64,9 +55,8 @@ def manifest(i, chunk):
         i, last, len(body), h, chunk)
 json.loads(request(port, "%s.%d.m" % (S, keep + 1), manifest(keep + 1, "chunk %d %d %s" % (ack["seq"], len(body), h))))
 json.loads(request(port, "%s.%d.m" % (S, keep + 2), manifest(keep + 2, "chunk 999999 %d %s" % (len(body), h))))
-json.loads(request(port, "%s.%d.m" % (S, keep + 3), "not a manifest"))
-print(covered, keep)' "$nats" "$last") || fail "rearranging the snapshots"
-read -r covered keep <<<"$mid"
+json.loads(request(port, "%s.%d.m" % (S, keep + 3), "not a manifest"))' "$nats" "$last" "$keep" \
+  || fail "adding bad snapshots"
 [ "$covered" -lt "$last" ] || fail "the snapshot kept covers everything"
 
 start_replica() {

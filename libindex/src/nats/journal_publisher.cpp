@@ -91,6 +91,9 @@ struct JournalPublisher::Impl {
   // The cut WaitCovered() waits for: its ordinal and the highest sequence before it so far.
   uint64_t cut_ordinal = 0;
   uint64_t cut_max_seq = 0;
+  // The latest Cut()'s ordinal: no group holds records from both sides of it, so that the
+  // sequence covering the records before a cut holds none after it.
+  mutable uint64_t group_barrier = 0;
   std::condition_variable popped;  // records left the front
   JournalPublisherStatus counters;
   std::thread thread;
@@ -392,12 +395,16 @@ void JournalPublisher::Impl::FormGroup(size_t index) {
   // join (sent before, or too large to fit) ends the group, so the source's order is kept.
   size_t bytes = leader.data.size();
   const size_t limit = max_payload > 1024 ? max_payload - 1024 : max_payload;
+  const bool before_barrier = front_ordinal + index < group_barrier;
   const size_t scan_end = std::min(entries.size(), index + 1 + 4 * options.batch_records);
   for (size_t j = index + 1; j < scan_end && leader.members.size() + 1 < options.batch_records;
        ++j) {
     Entry& e = entries[j];
     if (e.key != leader.key) continue;
-    if (e.state != EntryState::kQueued || e.grouped || bytes + e.data.size() > limit) break;
+    if (e.state != EntryState::kQueued || e.grouped || bytes + e.data.size() > limit ||
+        (before_barrier && front_ordinal + j >= group_barrier)) {
+      break;
+    }
     e.grouped = true;
     e.member = true;
     leader.members.push_back(front_ordinal + j);
@@ -499,6 +506,7 @@ JournalCut JournalPublisher::Cut() const {
   }
   std::lock_guard lock(m.mutex);
   cut.ordinal = m.next_ordinal;
+  m.group_barrier = cut.ordinal;
   cut.resent = m.counters.resent;
   return cut;
 }
