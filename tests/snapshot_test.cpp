@@ -307,6 +307,45 @@ TEST_SUITE("snapshot") {
     CHECK_FALSE(Load(extra, &into).ok());
   }
 
+  TEST_CASE("IndexLoader: a duplicate block fails the load, in one run or across runs") {
+    for (const bool across : {false, true}) {
+      CAPTURE(across);
+      PrefixIndex index;
+      auto loader = IndexLoader::Begin(index);
+      REQUIRE(loader.ok());
+      IndexLoader& l = **loader;
+      SourceConfig c;
+      c.name = "a";
+      c.model = "m";
+      c.block_size = kBs;
+      c.format = "vllm";
+      REQUIRE(l.AddSource(c).ok());
+      REQUIRE(l.AddHolder({0, std::nullopt}).ok());
+      Scope scope;
+      scope.model = "m";
+      scope.block_size = kBs;
+      REQUIRE(l.AddScope(scope).ok());
+      for (const char* tier : {"GPU", "CPU", "DISK"}) REQUIRE(l.AddTier(tier).ok());
+      REQUIRE(l.BeginBlocks(4).ok());
+      const StatePresence held[] = {{0, 1}};
+      const uint64_t first[] = {11, 12, 13};
+      const uint64_t dup_same_run[] = {14, 14};
+      const uint64_t dup_other_run[] = {12};
+      Status status = l.AddRun(0, 0, held, across ? std::span<const uint64_t>(first) :
+                                                    std::span<const uint64_t>(first).first(2),
+                               {});
+      if (status.ok()) {
+        status = l.AddRun(0, 0, held,
+                          across ? std::span<const uint64_t>(dup_other_run)
+                                 : std::span<const uint64_t>(dup_same_run),
+                          {});
+      }
+      if (status.ok()) status = l.Finish({});
+      CHECK(status.code() == StatusCode::kCorrupt);
+      CHECK(status.message().find("duplicate block") != std::string::npos);
+    }
+  }
+
   TEST_CASE("Files: atomic write, read, listing and pruning") {
     World w;
     w.Define(w.index, true);
