@@ -189,9 +189,8 @@ void IndexState::ForEachBlock(const std::function<void(const StateBlock&)>& f) c
   const Copy& c = *copy_;
   std::vector<StatePresence> held;
   StateBlock sb;
-  for (uint32_t idx = 0; idx < c.allocated; ++idx) {
-    const Block& b = c.block(idx);
-    if (b.count == 0) continue;
+  for (uint32_t pos = 0; pos < c.record.size(); ++pos) {
+    const Block& b = c.block(c.record[pos]);
     const Presence* p = b.data();
     held.resize(b.count);
     for (uint16_t i = 0; i < b.count; ++i) held[i] = {p[i].holder, p[i].tiers};
@@ -199,7 +198,6 @@ void IndexState::ForEachBlock(const std::function<void(const StateBlock&)>& f) c
     sb.scope = b.scope;
     sb.ns = b.ns;
     sb.presences = held;
-    const uint32_t pos = c.position[idx];
     sb.engine.reset();
     if (c.has_inline[pos]) sb.engine = c.inline_engine[pos];
     f(sb);
@@ -427,12 +425,29 @@ IndexState StateCopy::Finish() {
 IndexState PrefixIndex::CopyState() const { return BeginCopy().Finish(); }
 
 void IndexState::Copy::Derive(IndexState& state) {
-  position.assign(allocated, kNone);
-  uint32_t next = 0;
+  // Visit order: the blocks of one holder alone, holder by holder, then the blocks of several
+  // holders; record order within each group. A snapshot's runs (docs/snapshot-format.md) are
+  // consecutive blocks with the same presences, so an instance's blocks go in long runs even
+  // where instances stored their prompts in turn.
+  const size_t several = holder_inst.size();
+  const auto group_of = [several](const Block& b) -> size_t {
+    return b.count == 1 ? std::min<size_t>(b.data()[0].holder, several) : several;
+  };
+  std::vector<uint32_t> next_in(several + 2, 0);
   for (uint32_t idx = 0; idx < allocated; ++idx) {
-    if (block(idx).count == 0) continue;
-    position[idx] = next++;
-    record.push_back(idx);
+    const Block& b = block(idx);
+    if (b.count != 0) ++next_in[group_of(b) + 1];
+  }
+  for (size_t g = 1; g < next_in.size(); ++g) next_in[g] += next_in[g - 1];
+  const uint32_t next = next_in.back();
+  position.assign(allocated, kNone);
+  record.assign(next, 0);
+  for (uint32_t idx = 0; idx < allocated; ++idx) {
+    const Block& b = block(idx);
+    if (b.count == 0) continue;
+    const uint32_t pos = next_in[group_of(b)]++;
+    position[idx] = pos;
+    record[pos] = idx;
   }
   inline_engine.assign(next, 0);
   has_inline.assign(next, false);

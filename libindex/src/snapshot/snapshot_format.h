@@ -20,7 +20,7 @@ inline constexpr size_t kFrameHead = 5;
 inline constexpr size_t kFrameTail = 8;
 inline constexpr size_t kMaxFramePayload = size_t{16} << 20;
 // The writer closes a block or engine frame once its payload passes this.
-inline constexpr size_t kFrameTarget = size_t{64} << 10;
+inline constexpr size_t kFrameTarget = size_t{4} << 20;
 
 // Frame kinds, in the order they appear (a reader refuses a kind that goes back).
 enum class Kind : uint8_t {

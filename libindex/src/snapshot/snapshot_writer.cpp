@@ -172,7 +172,7 @@ class RunWriter {
   }
 
  private:
-  static constexpr size_t kMaxRun = 4096;
+  static constexpr size_t kMaxRun = 65535;
   bool SamePresences(std::span<const StatePresence> p) const {
     if (p.size() != presences_.size()) return false;
     for (size_t i = 0; i < p.size(); ++i) {
