@@ -4,13 +4,14 @@
 //  BM_Snapshot_Write  CopyState() + WriteSnapshot() into memory while a writer thread goes on
 //                     removing and storing prompts back to back (so it changes records and engine
 //                     maps the copy has not taken yet); items = presences. Counters: MB,
-//                     bytes_per_presence (of the presences in the copy); the writer's pauses, the longest of all iterations, in
-//                     ms: point_ms (BeginCopy()'s hold of the shared lock; the subscriber's
-//                     writer thread runs it), writer_copy_ms (the longest piece the writer copied
-//                     or waited for, from IndexState), both also as the thread's CPU time
-//                     (point_cpu_ms, writer_copy_cpu_ms: free of preemption), writer_apply_ms (the longest Apply() the writer thread timed
-//                     during the copies, the pause it saw) and writer_apply_base_ms (the same
-//                     writer with no copy running, beforehand); writer_copies per copy.
+//                     bytes_per_presence (of the presences in the copy); the writer's pauses, the
+//                     longest of all iterations, in ms: point_ms (BeginCopy()'s hold of the shared
+//                     lock; the subscriber's writer thread runs it), writer_copy_ms (the longest
+//                     piece the writer copied or waited for, from IndexState), both also as the
+//                     thread's CPU time (point_cpu_ms, writer_copy_cpu_ms: free of preemption),
+//                     writer_apply_ms (the longest Apply() the writer thread timed during the
+//                     copies, the pause it saw) and writer_apply_base_ms (the same writer with no
+//                     copy running, beforehand); writer_copies per copy.
 //  BM_Snapshot_Load   SnapshotReader fed 1 MiB pieces into a fresh index; items = presences.
 #include <benchmark/benchmark.h>
 
