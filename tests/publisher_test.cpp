@@ -37,11 +37,12 @@ std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
-// Binds a publisher with a replay ROUTER on random free ports (retrying on collisions).
+// Binds a publisher with a replay ROUTER on random free ports (retrying on collisions), in the
+// ephemeral range: the CLI tests own the ports below it (tests/CMakeLists.txt).
 std::unique_ptr<Publisher> MakePublisher(ReplayStyle style, size_t ring, uint16_t* replay_port) {
   std::mt19937 rng(std::random_device{}());
   for (int attempt = 0; attempt < 50; ++attempt) {
-    const uint16_t port = static_cast<uint16_t>(20000 + rng() % 40000);
+    const uint16_t port = static_cast<uint16_t>(32768 + rng() % 28000);
     PublisherOptions o;
     o.endpoint = "tcp://127.0.0.1:" + std::to_string(port);
     o.connect = PublisherConnect::kBind;

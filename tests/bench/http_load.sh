@@ -18,7 +18,7 @@ expect_status 2 "no --bodies"
 run "$HTTP_LOAD" --bodies x --rate 0 --port 1
 expect_status 2 "--rate 0"
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 "$KVINDEX" subscribe --source "a=vllm@tcp://127.0.0.1:1,model=m,block-size=4" --http "127.0.0.1:$PORT" \
   --http-threads 2 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
@@ -117,7 +117,7 @@ run "$HTTP_FLOOR"
 expect_status 2 "http_floor without --port"
 run "$HTTP_FLOOR" --port 1 --host nowhere
 expect_status 2 "http_floor --host not an address"
-FPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+FPORT=$(free_ports 1)
 "$HTTP_FLOOR" --port "$FPORT" >"$TMP/f.out" 2>"$TMP/f.err" &
 floor=$!
 PIDS+=($floor)

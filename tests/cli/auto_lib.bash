@@ -3,25 +3,6 @@
 # live_lib.bash.
 ENGINE=$KVINDEX_SOURCE_DIR/tests/data/fake_engine_http.py
 
-# free_ports N: the first of N consecutive free loopback ports below the ephemeral range.
-free_ports() {
-  "$PY" - "$1" <<'PYEOF'
-import random, socket, sys
-n = int(sys.argv[1])
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    socks = []
-    try:
-        for q in range(p, p + n):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-PYEOF
-}
-
 # start_engine NAME [ARGS...]: starts the stand-in engine; sets ENGINE_URL and ENGINE_PID.
 start_engine() {
   local name=$1

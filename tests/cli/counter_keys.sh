@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 plan "$TMP/p.json" 0 20 '[{"sleep": 30}]'
 start_pub p "$TMP/p.json"
 "$KVINDEX" subscribe --source "vllm-0=vllm@$PUB_EP,model=m,block-size=4" --http "127.0.0.1:$PORT" \

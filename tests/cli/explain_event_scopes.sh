@@ -6,7 +6,7 @@
 # tokens = 8 tokens on GPU).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 # Two one-batch sources: tokens 1..8 in blocks of 4, salted with "r1" / under LoRA "adapter-b".
 echo '{"ts": 1.0, "events": [{"type": "BlockStored", "block_hashes": [11, 12], "token_ids": [1,2,3,4,5,6,7,8], "block_size": 4, "medium": "GPU", "cache_salt": "r1"}]}' >"$TMP/salted.jsonl"

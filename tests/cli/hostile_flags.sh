@@ -10,7 +10,7 @@ PY=${KVINDEX_PYTHON:-/usr/bin/python3}
 # Relative hostile values ("0", "nan") name files in the current directory: make it $TMP (each
 # job below works in a subdirectory of its own).
 cd "$TMP" || exit 1
-port=$((20000 + RANDOM % 20000))
+port=$(free_ports 1)
 # A small request trace and a small capture: the inputs the base command lines read.
 printf '%s\n' '{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]}' \
   '{"timestamp": 5, "input_length": 8, "output_length": 1, "hash_ids": [1, 3]}' >"$TMP/t.jsonl"

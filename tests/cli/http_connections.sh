@@ -16,7 +16,7 @@ expect_status 2 "--http-max-connections x"
 run "$KVINDEX" subscribe --help
 expect_stdout_contains "--http-max-connections"
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 "$KVINDEX" subscribe --source "a=vllm@tcp://127.0.0.1:1,model=m,block-size=4" --http "127.0.0.1:$PORT" \
   --http-threads 2 --http-max-connections 5 --stats-interval 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!

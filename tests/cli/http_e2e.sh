@@ -8,7 +8,7 @@
 # "lora_id": -1} -> {"HitStatus": ...}).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 base=$(free_ports 13)
 http=$((base + 12))

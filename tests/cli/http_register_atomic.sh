@@ -6,7 +6,7 @@
 # unchanged, rank 0's port is free again. The same body succeeds once the port is free, listing both ranks.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 base=$(free_ports 3)
 http=$((base + 2))

@@ -16,7 +16,7 @@
 # serves=*: other now also continues through the store: 6, GPU 2, CPU 4, DISK 4, DP {0: 2}.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 base=$(free_ports 6)
 h1=$((base + 4))

@@ -1,7 +1,7 @@
 # Helpers for the journal CLI tests (journal_*.sh; not a .sh, so not a test itself): a real
 # nats-server with JetStream on a free loopback port and a temporary store, stopped at the end,
 # and checks of replicas' HTTP answers against publish-fake's expected answers. Sourced after
-# lib.sh, live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (free_ports).
+# lib.sh, live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (PY).
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
 [ -x "$NATS_SERVER" ] || { echo "FAIL: nats-server not found (scripts/setup.sh installs it)"; exit 1; }

@@ -3,21 +3,7 @@
 # corrupt batch is recovered from the replay ring, duplicates are ignored, nothing is lost.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-# Two consecutive free ports below the ephemeral range (checked by binding them).
-port=$("$PY" -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    try:
-        socks = []
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-')
+port=$(free_ports 2)
 "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$port,model=fake-model,replay=tcp://127.0.0.1:$((port + 1))" \
   --record "$TMP/f.kvcap" --json "$TMP/f.json" --stats-interval 0 >"$TMP/sub.out" 2>"$TMP/sub.err" &
 sub=$!

@@ -66,9 +66,6 @@ print(len(got))
 PYEOF
 }
 
-# free_port: a free loopback TCP port.
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 # snapshot_plan FILE: batches 0..19 live, then (once a second subscription arrives) 20..39 only
 # into the ring (published while nobody listened) and 40..44 live; one chained block each.
 snapshot_plan() {

@@ -195,7 +195,7 @@ grep -q "first-block-absent" "$stdout_file" || fail "eagle capture explained as 
 
 # /metrics over a live server: the silence gauge of a source nobody publishes to, and the reasons
 # of the explanations given.
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 quiet=$(free_ports 1)
 "$KVINDEX" subscribe --source "quiet-0=sglang-eagle@tcp://127.0.0.1:$quiet,model=m,block-size=4" \
   --http "127.0.0.1:$PORT" --stats-interval 0 >"$TMP/h.out" 2>"$TMP/h.err" &

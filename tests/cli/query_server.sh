@@ -5,7 +5,7 @@
 # every reason, over HTTP and from a capture (query --capture --explain).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"  # free_ports
+. "$(dirname "$0")/publish_fake_lib.bash"
 
 # Usage errors (exit 2) and help.
 run "$KVINDEX" query --model m --tokens 1

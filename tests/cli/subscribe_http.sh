@@ -20,7 +20,7 @@ expect_status 2 "--http-threads 0"
 run "$KVINDEX" subscribe --help
 for flag in --http --compat --http-threads; do expect_stdout_contains "$flag"; done
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 # A port already in use: exit 1.
 "$PY" -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(); time.sleep(5)' "$PORT" &
 PIDS+=($!)
@@ -29,7 +29,7 @@ run timeout 20 "$KVINDEX" subscribe --source a=vllm@tcp://127.0.0.1:1,model=m --
 expect_status 1 "--http on a port in use"
 expect_stderr_contains "bind"
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 plan "$TMP/p.json" 0 20 '[{"sleep": 30}]'
 start_pub p "$TMP/p.json"
 P1_EP=$PUB_EP
@@ -114,7 +114,7 @@ wait $sub
 grep -q "serving HTTP on 127.0.0.1:$PORT" "$TMP/s.err" || fail "serving line"
 
 # --compat conductor, and http_server_port from --config.
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_ports 1)
 cat >"$TMP/conf.json" <<JSON
 {"http_server_port": $PORT, "kvevent_instance": {"vllm-0": {"endpoint": "tcp://127.0.0.1:1", "type": "vLLM", "modelname": "m", "block_size": 4}}}
 JSON

@@ -31,7 +31,7 @@ kill -9 "$a"
 wait "$a" 2>/dev/null
 [ "$(ls "$DIR"/snapshot-*.kvsnap | wc -l)" -le 2 ] || fail "--snapshot-keep 2 kept more"
 
-PORT_B=$(free_port)
+PORT_B=$(free_ports 1)
 "$KVINDEX" subscribe --source "$SRC" --snapshot-dir "$DIR" --snapshot-interval 0.5 \
   --http "127.0.0.1:$PORT_B" --stats-interval 0 --json "$TMP/b.json" >"$TMP/b.out" 2>"$TMP/b.err" &
 b=$!
@@ -64,7 +64,7 @@ grep -q "continuing from a snapshot" "$TMP/b.err" || fail "the snapshot was not 
 
 # A sibling warmed from the running one over HTTP answers the same (its own publisher link adds
 # nothing: the publisher sends no more).
-PORT_C=$(free_port)
+PORT_C=$(free_ports 1)
 "$KVINDEX" subscribe --source "$SRC" --warm-from "http://127.0.0.1:$PORT_B" \
   --http "127.0.0.1:$PORT_C" --stats-interval 0 >"$TMP/c.out" 2>"$TMP/c.err" &
 c=$!
