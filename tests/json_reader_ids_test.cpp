@@ -294,6 +294,62 @@ TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the
   CHECK(faults > 500);
 }
 
+// Long arrays are read in four stretches that end at the first ',' after each quarter of the text
+// up to the first ']': every fault placed at and around those commas, ids above `max` in each
+// stretch, and a first ']' that is not the array's end, against the same reference both ways.
+TEST_CASE("Long id arrays with a fault at every byte around the stretch boundaries") {
+  JsonReader plain_reader;
+  JsonReader hinted_reader;
+  JsonArrayHint hint;
+  hint.key = "ids";
+  std::mt19937_64 rng(7);
+  std::string array = "[";
+  for (int k = 0; k < 300; ++k) {
+    if (k > 0) array += k % 37 == 0 ? " ,\n" : ",";
+    array += std::to_string(1 + rng() % 151935);
+  }
+  array += "]";
+  const size_t body = array.size() - 1;  // '[' up to the ']'
+  static const char* kFault[] = {",", " ", "-", ".", "x", "0", ",,", "]", "[", "\"]\"", "99999999"};
+  int cases = 0;
+  int read = 0;
+  for (size_t quarter = 1; quarter < 4; ++quarter) {
+    const size_t mid = 1 + (body - 1) * quarter / 4;
+    for (size_t at = mid - 10; at <= mid + 10; ++at) {
+      for (const char* fault : kFault) {
+        for (const uint64_t max : {~uint64_t{0}, uint64_t{99999}}) {
+          std::string faulty = array;
+          faulty.insert(at, fault);
+          for (const bool tail_bracket : {false, true}) {
+            const std::string text = "{\"ids\":" + faulty +
+                                     (tail_bracket ? ",\"z\":\"]]\"}" : "}");
+            IdsVisitor plain;
+            IdsVisitor hinted;
+            plain.rules.max = hinted.rules.max = max;
+            hint.max = max;
+            const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
+            const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
+            const Expected reference = Reference(text, plain.rules);
+            INFO(text);
+            ++cases;
+            REQUIRE((want.kind == JsonError::Kind::kNone) == reference.json);
+            REQUIRE(got.kind == want.kind);
+            CHECK(got.offset == want.offset);
+            if (!reference.json) continue;
+            ++read;
+            CHECK(plain.ids == reference.ids);
+            CHECK(hinted.ids == reference.ids);
+            CHECK(plain.scan.first_bad == reference.first_bad);
+            CHECK(hinted.scan.first_bad == reference.first_bad);
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases == 3 * 21 * 11 * 2 * 2);
+  CHECK(read > 300);
+}
+
 }  // TEST_SUITE
 
 }  // namespace
