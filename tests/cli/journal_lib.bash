@@ -38,14 +38,14 @@ http_json() {
 print(urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]), timeout=5).read().decode())' "$@"
 }
 
-# wait_acked PORT LOST: waits (<= 10 s) until the ingester on PORT is connected to the journal with
-# nothing pending, then checks what it lost: LOST "none" (no record lost) or "some" (records and
-# bytes lost). Prints the journal object of /healthz on failure.
+# wait_acked PORT LOST [SECONDS]: waits (<= SECONDS, default 10) until the ingester on PORT is
+# connected to the journal with nothing pending, then checks what it lost: LOST "none" (no record
+# lost) or "some" (records and bytes lost). Prints the journal object of /healthz on failure.
 wait_acked() {
   "$PY" - "$@" <<'PYEOF'
 import json, sys, time, urllib.request
 port, lost = sys.argv[1], sys.argv[2]
-deadline = time.time() + 10
+deadline = time.time() + (float(sys.argv[3]) if len(sys.argv) > 3 else 10)
 while True:
     j = json.loads(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % port, timeout=5).read())["journal"]
     if (j["connected"] and j["records_pending"] == 0) or time.time() > deadline:
