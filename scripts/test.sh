@@ -58,7 +58,8 @@ if [ "${KVINDEX_SKIP_ASAN:-0}" != 1 ]; then
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
-    -DKVINDEX_SANITIZE=address,undefined -DKVINDEX_BUILD_BENCHMARKS=OFF >/dev/null
+    -DKVINDEX_SANITIZE=address,undefined -DKVINDEX_BUILD_BENCHMARKS=OFF \
+    -DKVINDEX_BUILD_INTEGRATION_TESTS=OFF >/dev/null
   cmake --build build/asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 900 -L 'unit|fuzz-regress|cli' \
