@@ -106,6 +106,29 @@ std::string Space(std::mt19937_64& rng) {
   return kSpaces[rng() % 8];
 }
 
+// Reads `text` with and without `hint` (ids up to hint.max) and checks both readings against the
+// reference and each other; counts in *read the documents that are JSON.
+void CheckBothWays(JsonReader& plain_reader, JsonReader& hinted_reader, const JsonArrayHint& hint,
+                   const std::string& text, int* read) {
+  IdsVisitor plain;
+  IdsVisitor hinted;
+  plain.rules.max = hinted.rules.max = hint.max;
+  const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
+  const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
+  const Expected reference = Reference(text, plain.rules);
+  INFO(text);
+  REQUIRE((want.kind == JsonError::Kind::kNone) == reference.json);
+  REQUIRE(got.kind == want.kind);
+  CHECK(got.offset == want.offset);
+  if (!reference.json) return;
+  ++*read;
+  CHECK(plain.ids == reference.ids);
+  CHECK(hinted.ids == reference.ids);
+  CHECK(plain.scan.count == reference.count);
+  CHECK(plain.scan.first_bad == reference.first_bad);
+  CHECK(hinted.scan.first_bad == reference.first_bad);
+}
+
 TEST_SUITE("json_reader_ids") {
 
 TEST_CASE("Id arrays read as nlohmann_json reads them") {
@@ -272,23 +295,7 @@ TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the
     }
     const std::string text = "{\"m\":\"" + std::string(rng() % 64, 'a') + "\",\"ids\":" + array +
                              (rng() % 2 ? ",\"z\":1}" : "}");
-    IdsVisitor plain;
-    IdsVisitor hinted;
-    plain.rules.max = hinted.rules.max = hint.max;
-    const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
-    const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
-    const Expected reference = Reference(text, plain.rules);
-    INFO(text);
-    REQUIRE((want.kind == JsonError::Kind::kNone) == reference.json);
-    REQUIRE(got.kind == want.kind);
-    CHECK(got.offset == want.offset);
-    if (!reference.json) continue;
-    ++read;
-    CHECK(plain.ids == reference.ids);
-    CHECK(hinted.ids == reference.ids);
-    CHECK(plain.scan.count == reference.count);
-    CHECK(plain.scan.first_bad == reference.first_bad);
-    CHECK(hinted.scan.first_bad == reference.first_bad);
+    CheckBothWays(plain_reader, hinted_reader, hint, text, &read);
   }
   CHECK(read > 2000);
   CHECK(faults > 500);
@@ -323,24 +330,9 @@ TEST_CASE("Long id arrays with a fault at every byte around the stretch boundari
           for (const bool tail_bracket : {false, true}) {
             const std::string text = "{\"ids\":" + faulty +
                                      (tail_bracket ? ",\"z\":\"]]\"}" : "}");
-            IdsVisitor plain;
-            IdsVisitor hinted;
-            plain.rules.max = hinted.rules.max = max;
             hint.max = max;
-            const JsonError want = plain_reader.ReadObject(text, text.size(), plain);
-            const JsonError got = hinted_reader.ReadObject(text, hinted, hint);
-            const Expected reference = Reference(text, plain.rules);
-            INFO(text);
             ++cases;
-            REQUIRE((want.kind == JsonError::Kind::kNone) == reference.json);
-            REQUIRE(got.kind == want.kind);
-            CHECK(got.offset == want.offset);
-            if (!reference.json) continue;
-            ++read;
-            CHECK(plain.ids == reference.ids);
-            CHECK(hinted.ids == reference.ids);
-            CHECK(plain.scan.first_bad == reference.first_bad);
-            CHECK(hinted.scan.first_bad == reference.first_bad);
+            CheckBothWays(plain_reader, hinted_reader, hint, text, &read);
           }
         }
       }
