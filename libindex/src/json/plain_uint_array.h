@@ -81,14 +81,15 @@ inline int StepPlainIdLane(PlainIdLane<T>& lane, const char* end, uint64_t max) 
   return 0;
 }
 
-// A long array in four stretches read side by side. Read one after the other, each element's
-// position waits on the previous element's width (a load, the flag arithmetic and a bit count,
-// some 14 cycles); four independent stretches let the processor overlap them. The stretches end
-// at commas after the quarter points of the text up to the first ']'. Appends the elements to
-// `ids` and returns that ']', or nullptr when the text is not a plain array of four stretches
-// (the caller then reads it element by element, which decides what it is).
 inline constexpr size_t kKeepScratchIds = 1 << 16;  // a thread keeps at most this many ids' room
 
+// A long array in four stretches read side by side. Read one after the other, each element's
+// position waits on the previous element's width (a load, the flag arithmetic and a bit count);
+// four independent stretches let the processor overlap them (about 0.86x the time at 2,048 ids:
+// the loop is bound by its own instructions more than by that chain). The stretches end at
+// commas after the quarter points of the text up to the first ']'. Appends the elements to `ids`
+// and returns that ']', or nullptr when the text is not a plain array of four stretches (the
+// caller then reads it element by element, which decides what it is).
 template <typename T>
 const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_t max,
                                       std::vector<T>& ids, size_t* count) {
