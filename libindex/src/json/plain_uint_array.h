@@ -81,6 +81,9 @@ inline int StepPlainIdLane(PlainIdLane<T>& lane, const char* end, uint64_t max) 
   return 0;
 }
 
+// Arrays shorter than this are read element by element: the four-lane set-up costs more than it
+// saves on a few elements.
+inline constexpr size_t kPlainIdLaneMinBytes = 256;
 inline constexpr size_t kKeepScratchIds = 1 << 16;  // a thread keeps at most this many ids' room
 
 // A long array in four stretches read side by side. Read one after the other, each element's
@@ -97,7 +100,8 @@ const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_
   const char* first = open + 1;
   while (first < end && IsJsonSpace(*first)) ++first;
   const auto* close = static_cast<const char*>(std::memchr(first, ']', end - first));
-  if (close == nullptr) return nullptr;
+  // (a short array followed by a long document is read element by element too)
+  if (close == nullptr || static_cast<size_t>(close - first) < kPlainIdLaneMinBytes) return nullptr;
   const char* starts[kLanes];
   const char* stops[kLanes];
   starts[0] = first;
@@ -155,10 +159,6 @@ const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_
   return release(close);
 }
 
-// Arrays shorter than this are read element by element: the four-lane set-up costs more than it
-// saves on a few elements.
-inline constexpr size_t kPlainIdLaneMinBytes = 256;
-
 // The common array of ids read straight from its text: `p` stands on the '[' of an array the
 // parser has not read; the document ends at `end`, which has at least kJsonPadding readable bytes
 // after it. Succeeds only when every element is a plain non-negative integer (no sign, fraction,
@@ -171,7 +171,7 @@ template <typename T>
 const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std::vector<T>& ids,
                                size_t* count) {
   const size_t first = ids.size();
-  if (static_cast<size_t>(end - p) >= kPlainIdLaneMinBytes) {
+  if (static_cast<size_t>(end - p) > kPlainIdLaneMinBytes) {  // the array may be long enough
     if (const char* close = ScanPlainUintArrayInLanes(p, end, max, ids, count)) return close;
     ids.resize(first);
   }
