@@ -25,11 +25,12 @@ struct HttpCliOptions {
   std::string address;  // --http (empty value: the default address)
   bool given = false;
   std::string compat;   // --compat: "" or "conductor"
+  std::string mode = "pool";  // --http-mode: "pool" or "dedicated"
   size_t threads = 2;   // --http-threads
   size_t max_connections = 1024;  // --http-max-connections
 };
 
-// Adds --http, --compat, --http-threads and --http-max-connections to `cmd`.
+// Adds --http, --compat, --http-mode, --http-threads and --http-max-connections to `cmd`.
 void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options);
 
 class HttpServing;  // the running server and its backend

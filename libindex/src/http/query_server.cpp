@@ -44,6 +44,7 @@ Result<std::unique_ptr<QueryServer>> QueryServer::Start(const PrefixIndex& index
   http::TransportOptions transport;
   transport.host = options.host;
   transport.port = options.port;
+  transport.model = options.model;
   transport.threads = options.threads;
   transport.max_connections = options.max_connections;
   transport.max_body_bytes = kMaxQueryBodyBytes;

@@ -129,7 +129,8 @@ class ServingCollector final : public prometheus::Collectable {
     out.push_back(std::move(reasons));
     out.push_back(GaugeFamily(
         "kvindex_http_workers",
-        "HTTP I/O threads running (--http-threads).",
+        "HTTP threads serving connections (--http-threads with --http-mode pool; one per "
+        "open or parked connection with --http-mode dedicated).",
         static_cast<double>(gauges_.workers.load(std::memory_order_relaxed))));
     out.push_back(
         GaugeFamily("kvindex_http_connections", "HTTP connections open.",

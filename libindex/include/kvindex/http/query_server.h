@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kvindex/core/status.h"
+#include "kvindex/http/transport.h"
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/query/server_backend.h"
 
@@ -25,7 +26,9 @@ namespace kvindex {
 struct QueryServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
-  size_t threads = 2;     // I/O threads; each serves its share of the open connections
+  // kPool: `threads` I/O threads share the open connections; kDedicated: a thread per connection.
+  http::ConnectionModel model = http::ConnectionModel::kPool;
+  size_t threads = 2;     // I/O threads (kPool); each serves its share of the open connections
   // Connections open at once; a further one waits to be accepted until one closes.
   size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.

@@ -21,10 +21,21 @@
 
 namespace kvindex::http {
 
+// How connections get a thread.
+enum class ConnectionModel : uint8_t {
+  // `threads` I/O threads share the open connections, each waiting on all of its own at once
+  // (epoll): the fewest threads, whatever the number of connections.
+  kPool,
+  // Each connection has a thread of its own, blocked in recv between requests: the fewest system
+  // calls and wake-ups per request, one thread per open connection (up to `max_connections`).
+  kDedicated,
+};
+
 struct TransportOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
-  size_t threads = 2;             // I/O threads
+  ConnectionModel model = ConnectionModel::kPool;
+  size_t threads = 2;             // I/O threads (kPool)
   size_t max_connections = 1024;  // open connections served at once; more wait to be accepted
   size_t max_body_bytes = 0;      // a larger request body is answered 413 and the connection closed
   // A request not complete this long after its first byte (or after the previous answer) is cut
@@ -43,7 +54,9 @@ struct TransportHooks {
       handle;
   // The body of an error the transport answers itself (413, 400).
   std::function<std::string(int status)> error_body;
-  ConnectionGauges* gauges = nullptr;  // workers: the transport's threads; connections: open ones
+  // workers: the threads serving connections (kPool: the I/O threads; kDedicated: the
+  // connections' threads, parked ones included); connections: open ones.
+  ConnectionGauges* gauges = nullptr;
 };
 
 class HttpTransport {
