@@ -4,6 +4,8 @@
 #ifndef KVINDEX_TOOLS_LIVE_H_
 #define KVINDEX_TOOLS_LIVE_H_
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +37,11 @@ struct SourceFlags {
   CLI::Option* config;
 };
 SourceFlags AddSourceFlags(CLI::App* cmd, std::vector<std::string>& sources, std::string& config);
+
+// A flag's seconds as whole milliseconds, rounded.
+inline std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
+}
 
 // Blocks SIGINT and SIGTERM in the calling thread (and every thread it starts later), so that
 // RunLive() receives them synchronously. Call before creating the Subscriber.

@@ -36,10 +36,6 @@ struct RecordOptions {
   JournalCliOptions journal;
 };
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
-}
-
 Status RunRecord(const RecordOptions& options) {
   if (!options.journal.from.empty()) {
     KVINDEX_ASSIGN_OR_RETURN(JournalOptions journal,

@@ -19,22 +19,22 @@
 namespace kvindex::cli {
 namespace {
 
-using nlohmann::json;
+using Json = nlohmann::json;
 
-json HashList(const std::vector<EngineHash>& hashes) {
-  json out = json::array();
+Json HashList(const std::vector<EngineHash>& hashes) {
+  Json out = Json::array();
   for (EngineHash h : hashes) out.push_back(h.value);
   return out;
 }
 
-json OptionalText(const std::optional<std::string>& text) {
-  return text ? json(*text) : json(nullptr);
+Json OptionalText(const std::optional<std::string>& text) {
+  return text ? Json(*text) : Json(nullptr);
 }
 
 // One applied event as a --dump line (docs/cli.md "The --dump line").
-json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch,
+Json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const EventBatch& batch,
               const Event& event) {
-  json line = {{"source", SourceDisplayName(source)}, {"instance", source.name}};
+  Json line = {{"source", SourceDisplayName(source)}, {"instance", source.name}};
   const EventScopeFields* scope = std::visit(
       [](const auto& e) -> const EventScopeFields* {
         if constexpr (requires { e.scope; }) {
@@ -47,24 +47,24 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
   std::optional<DpRank> rank = batch.dp_rank;
   if (scope != nullptr && scope->dp_rank) rank = scope->dp_rank;
   if (!rank) rank = source.dp_rank;
-  line["dp_rank"] = rank ? json(*rank) : json(nullptr);
+  line["dp_rank"] = rank ? Json(*rank) : Json(nullptr);
   line["seq"] = seq;
   line["ts"] = batch.ts;
   line["recv_ns"] = recv_ns;
   line["parent_block_hash"] = nullptr;
-  line["token_ids"] = json::array();
+  line["token_ids"] = Json::array();
   line["block_size"] = nullptr;
   line["tier"] = nullptr;
-  line["lora_name"] = scope != nullptr ? OptionalText(scope->lora_name) : json(nullptr);
-  line["lora_id"] = scope != nullptr && scope->lora_id ? json(*scope->lora_id) : json(nullptr);
+  line["lora_name"] = scope != nullptr ? OptionalText(scope->lora_name) : Json(nullptr);
+  line["lora_id"] = scope != nullptr && scope->lora_id ? Json(*scope->lora_id) : Json(nullptr);
   if (const auto* stored = std::get_if<BlockStored>(&event)) {
     line["type"] = "stored";
     line["block_hashes"] = HashList(stored->block_hashes);
     if (stored->parent) line["parent_block_hash"] = stored->parent->value;
     line["token_ids"] = stored->token_ids;
     line["block_size"] = stored->scope.block_size
-                             ? json(*stored->scope.block_size)
-                             : (source.block_size ? json(source.block_size) : json(nullptr));
+                             ? Json(*stored->scope.block_size)
+                             : (source.block_size ? Json(source.block_size) : Json(nullptr));
     line["tier"] = std::string(stored->tier.value_or(Tier::Gpu()).name());
     if (stored->wire.object_key) line["key"] = *stored->wire.object_key;
     if (stored->scope.group) line["group"] = *stored->scope.group;
@@ -77,14 +77,14 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
     if (removed->scope.group) line["group"] = *removed->scope.group;
   } else if (const auto* cleared = std::get_if<AllCleared>(&event)) {
     line["type"] = "cleared";
-    line["block_hashes"] = json::array();
+    line["block_hashes"] = Json::array();
     if (cleared->tier) line["tier"] = std::string(cleared->tier->name());
   } else if (const auto* update = std::get_if<StoreUpdate>(&event)) {
     // A Mooncake store object's full replica set: an empty set removed the object.
     line["type"] = update->replicas.empty() ? "removed" : "stored";
-    line["block_hashes"] = json::array();
+    line["block_hashes"] = Json::array();
     line["key"] = update->key;
-    json tiers = json::array();
+    Json tiers = Json::array();
     for (const Replica& replica : update->replicas)
       tiers.push_back(std::string(replica.tier.name()));
     line["tiers"] = std::move(tiers);
@@ -93,9 +93,9 @@ json DumpLine(const SourceConfig& source, uint64_t seq, int64_t recv_ns, const E
 }
 
 struct PendingQuery {
-  json id_json;  // as given (string or number)
+  Json id_json;  // as given (string or number)
   QueryRequest request;
-  std::optional<json> expect;
+  std::optional<Json> expect;
   size_t line = 0;
   bool answered = false;
 };
@@ -116,10 +116,10 @@ Result<std::vector<PendingQuery>> ReadQueries(
                                      ": nested deeper than " + std::to_string(kMaxJsonDepth) +
                                      " levels");
     }
-    json line;
+    Json line;
     try {
-      line = json::parse(text);
-    } catch (const json::exception&) {
+      line = Json::parse(text);
+    } catch (const Json::exception&) {
       return Status::InvalidArgument(where + ": invalid JSON");
     }
     if (!line.is_object() || !line.contains("query") || !line["query"].is_object()) {
@@ -128,7 +128,7 @@ Result<std::vector<PendingQuery>> ReadQueries(
     }
     PendingQuery q;
     q.line = line_number;
-    q.id_json = line.value("id", json(line_number));
+    q.id_json = line.value("id", Json(line_number));
     auto request = ParseQueryRequest(line["query"].dump());
     if (!request.ok()) return request.status().WithContext(where + ": query");
     q.request = std::move(request).value();
@@ -138,7 +138,7 @@ Result<std::vector<PendingQuery>> ReadQueries(
       q.expect = line["expect"];
     }
     if (line.contains("after") && !line["after"].is_null()) {
-      const json& a = line["after"];
+      const Json& a = line["after"];
       if (!a.is_object() || !a.contains("source") || !a["source"].is_string() ||
           !a.contains("seq") || !a["seq"].is_number_unsigned()) {
         return Status::InvalidArgument(where + ": after must be {\"source\": name, \"seq\": n}");
@@ -180,9 +180,9 @@ struct ReplayOutput {
     q.answered = true;
     ++totals.answered;
     auto match = MatchRequest(index, q.request);
-    json data = json::object();
+    Json data = Json::object();
     if (match.ok()) {
-      data = json::parse(RenderQueryAnswer(*match, q.request.match.tenant))["data"];
+      data = Json::parse(RenderQueryAnswer(*match, q.request.match.tenant))["data"];
       uint64_t best = 0;
       for (const InstanceMatch& m : match->instances) best = std::max(best, m.longest_matched);
       totals.best_matched += best;
@@ -194,16 +194,16 @@ struct ReplayOutput {
       differences.push_back("query " + q.id_json.dump() + " (line " + std::to_string(q.line) +
                             "): " + match.status().message());
     }
-    out += json{{"id", q.id_json}, {"data", data}}.dump();
+    out += Json{{"id", q.id_json}, {"data", data}}.dump();
     out += '\n';
     if (q.expect) {
       ++totals.checked;
-      const json tenant_answers =
-          data.contains(q.request.match.tenant) ? data[q.request.match.tenant] : json::object();
+      const Json tenant_answers =
+          data.contains(q.request.match.tenant) ? data[q.request.match.tenant] : Json::object();
       bool differs = false;
       for (const auto& [instance, expected] : q.expect->items()) {
-        const json actual =
-            tenant_answers.contains(instance) ? tenant_answers[instance] : json(nullptr);
+        const Json actual =
+            tenant_answers.contains(instance) ? tenant_answers[instance] : Json(nullptr);
         if (actual != expected) {
           differs = true;
           differences.push_back("query " + q.id_json.dump() + " (line " + std::to_string(q.line) +
@@ -219,9 +219,9 @@ struct ReplayOutput {
 
 // The batches lost to damaged stretches of the capture (docs/cli.md "Damaged captures"): one
 // stderr line per source and stretch, one line of totals, and the same as JSON.
-json DamageReport(const LoadedCapture& result, const std::vector<std::string>& files) {
+Json DamageReport(const LoadedCapture& result, const std::vector<std::string>& files) {
   const CaptureReplayStats& stats = result.replay_stats();
-  json losses = json::array();
+  Json losses = Json::array();
   for (const CaptureDamageLoss& loss : stats.damage_losses) {
     const std::string source = SourceDisplayName(result.ingestor().config(loss.source));
     const std::string& file =
@@ -268,7 +268,7 @@ Status Report(const CaptureReplayArgs& args, const LoadedCapture& result, TraceE
                  static_cast<unsigned long long>(p.offset), p.status.message().c_str(),
                  static_cast<unsigned long long>(p.skipped_bytes));
   }
-  json summary = result.SummaryJson();
+  Json summary = result.SummaryJson();
   summary["damage"] = DamageReport(result, args.inputs);
   if (exporter) summary["to_trace"] = exporter->StatsJson();
   const QueryTotals& totals = output.totals;

@@ -47,10 +47,6 @@ struct SubscribeOptions {
   JournalCliOptions journal;
 };
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
-}
-
 nlohmann::json IndexJson(const IndexStats& stats) {
   nlohmann::json instances = nlohmann::json::object();
   for (const auto& instance : stats.instances) {
@@ -250,19 +246,19 @@ Status RunSubscribe(const SubscribeOptions& options) {
               static_cast<unsigned long long>(stats.tokenless));
   std::fflush(stdout);
   if (!options.json.empty()) {
-    auto json = SummaryJson(status, outcome.elapsed_s);
-    json["command"] = "subscribe";
-    json["index"] = IndexJson(stats);
-    if (writer) json["files"] = writer->paths();
-    if (journal) json["journal"] = JournalJson(journal->status());
+    auto summary = SummaryJson(status, outcome.elapsed_s);
+    summary["command"] = "subscribe";
+    summary["index"] = IndexJson(stats);
+    if (writer) summary["files"] = writer->paths();
+    if (journal) summary["journal"] = JournalJson(journal->status());
     if (journal_snapshots) {
       const JournalSnapshotterStatus snaps = journal_snapshots->status();
-      json["journal"]["snapshots"] = {{"written", snaps.written},
-                                      {"failed", snaps.failed},
-                                      {"last_covered_seq", snaps.last_covered_seq},
-                                      {"writer", snaps.writer}};
+      summary["journal"]["snapshots"] = {{"written", snaps.written},
+                                         {"failed", snaps.failed},
+                                         {"last_covered_seq", snaps.last_covered_seq},
+                                         {"writer", snaps.writer}};
     }
-    KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, json));
+    KVINDEX_RETURN_IF_ERROR(WriteJsonFile(options.json, summary));
   }
   if (journal) {
     journal_snapshots.reset();  // its connection too
