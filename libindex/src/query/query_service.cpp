@@ -27,12 +27,14 @@ constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4";
 
 // Every answer is written this way: names reach the JSON through Utf8() (core/utf8.h's policy),
 // and the replacing error handler keeps dump() from ever throwing.
-std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 // A name from outside (a source, an instance, a tier, an endpoint) as valid UTF-8.
 std::string Utf8(std::string_view text) { return ToValidUtf8(text); }
 
-std::string ErrorBody(const std::string& message) { return Dump(Json{{"error", Utf8(message)}}); }
+std::string ErrorBody(const std::string& message) { return DumpJson(Json{{"error", Utf8(message)}}); }
 
 // Status code for a failed parse or query.
 int HttpStatusFor(const Status& status) {
@@ -95,18 +97,18 @@ Json SourceJson(const ServedSource& s) {
   return j;
 }
 
-// Drops a reused request's id buffer after a body of more than kKeptIds ids, so one huge query
-// does not keep megabytes per thread.
-constexpr size_t kKeptIds = size_t{1} << 18;
+// Drops a reused request's id buffer after a body of more than kKeptRequestIds ids, so one huge
+// query does not keep megabytes per thread.
+constexpr size_t kKeptRequestIds = size_t{1} << 18;
 
 struct ReleaseLargeOnExit {
   QueryRequest& request;
   ~ReleaseLargeOnExit() {
-    if (request.tokens.capacity() > kKeptIds) std::vector<TokenId>().swap(request.tokens);
-    if (request.engine_hashes.capacity() > kKeptIds) {
+    if (request.tokens.capacity() > kKeptRequestIds) std::vector<TokenId>().swap(request.tokens);
+    if (request.engine_hashes.capacity() > kKeptRequestIds) {
       std::vector<EngineHash>().swap(request.engine_hashes);
     }
-    if (request.prefix_hashes.capacity() > kKeptIds) {
+    if (request.prefix_hashes.capacity() > kKeptRequestIds) {
       std::vector<PrefixHash>().swap(request.prefix_hashes);
     }
   }
@@ -317,7 +319,7 @@ int QueryService::Register(std::string_view body, std::string& out) {
     return 400;
   }
   const Json wrapped = {{"kvevent_instance", {{id, parsed}}}};
-  Result<SourcesConfig> config = ParseSourcesConfig(Dump(wrapped), "register body");
+  Result<SourcesConfig> config = ParseSourcesConfig(DumpJson(wrapped), "register body");
   if (!config.ok()) {
     out = ErrorBody(config.status().message());
     return 400;
@@ -329,7 +331,7 @@ int QueryService::Register(std::string_view body, std::string& out) {
     out = ErrorBody("register: " + status.message());
     return HttpStatusFor(status) == 500 ? 400 : HttpStatusFor(status);
   }
-  out = Dump(Json{{"instance_id", Utf8(id)}, {"status", "registered successfully"}});
+  out = DumpJson(Json{{"instance_id", Utf8(id)}, {"status", "registered successfully"}});
   return 200;
 }
 
@@ -355,7 +357,7 @@ int QueryService::Unregister(std::string_view body, std::string& out) {
     out = ErrorBody("unregister: " + removed.status().message());
     return HttpStatusFor(removed.status()) == 500 ? 400 : HttpStatusFor(removed.status());
   }
-  out = Dump(Json{{"removed_instances", {Utf8(id)}},
+  out = DumpJson(Json{{"removed_instances", {Utf8(id)}},
                   {"status", "unregistered successfully"},
                   {"removed_presences", removed->removed}});
   return 200;
@@ -379,7 +381,7 @@ std::string QueryService::GlobalView() const {
     instances[Utf8(instance.instance)] = {{"tiers", tiers}, {"orphans", instance.orphans}};
   }
   const size_t count = contexts.size();
-  return Dump(Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
+  return DumpJson(Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
                    {"scopes", stats.scopes},       {"blocks", stats.blocks},
                    {"presences", stats.presences}, {"instances", std::move(instances)}});
 }
@@ -394,7 +396,7 @@ std::string QueryService::Instances() const {
     for (const TierPresences& tier : instance.tiers) tiers[Utf8(tier.tier)] = tier.presences;
     instances[Utf8(instance.instance)] = {{"tiers", tiers}, {"orphans", instance.orphans}};
   }
-  return Dump(Json{{"sources", std::move(sources)}, {"instances", std::move(instances)}});
+  return DumpJson(Json{{"sources", std::move(sources)}, {"instances", std::move(instances)}});
 }
 
 std::string QueryService::Healthz() const {
@@ -422,7 +424,7 @@ std::string QueryService::Healthz() const {
                                        {"snapshots_failed", j->snapshots_failed},
                                        {"snapshot_writer", j->snapshot_writer}};
   }
-  return Dump(out);
+  return DumpJson(out);
 }
 
 }  // namespace kvindex
