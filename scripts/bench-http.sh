@@ -11,7 +11,7 @@
 # HTTP stack costs beyond the answer itself (the mean server time per query).
 #
 # Usage: scripts/bench-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 10 4 (env HTTP_MODE=auto the server's --http-mode, HTTP_THREADS=2 its
+#   defaults: build 5000 10 4 (env HTTP_MODE=pool the server's --http-mode, HTTP_THREADS=2 its
 #   --http-threads; FILL_PROMPTS=8200,
 #   STREAM_BPS=200000, STREAM_EPB=50 events per batch; PUB_NICE=19; OUT_SUFFIX names the result;
 #   SAMPLES_DIR=DIR keeps each phase's per-request due time and latency as
@@ -51,7 +51,7 @@ STREAM_EPB=${STREAM_EPB:-50}         # one-block events per batch (500: 400 batc
 "$KVINDEX" subscribe \
   --source "fill=vllm@tcp://127.0.0.1:$fill_port,model=fake-model,block-size=16" \
   --source "stream=vllm@tcp://127.0.0.1:$stream_port,model=stream-model,block-size=16" \
-  --http "127.0.0.1:$http_port" --http-mode "${HTTP_MODE:-auto}" --http-threads "${HTTP_THREADS:-2}" \
+  --http "127.0.0.1:$http_port" --http-mode "${HTTP_MODE:-pool}" --http-threads "${HTTP_THREADS:-2}" \
   --stats-interval 0 \
   >"$tmp/sub.out" 2>"$tmp/sub.err" &
 sub=$!
@@ -193,7 +193,7 @@ kdamond_ms = {k: float(open(tmp + "/" + k + ".kdamond").read()) * 1e3
               for k, v in phase_files.items() if v is not None}
 def clear_ratio(a, b):
     return a["p99_us_clear"] / b["p99_us_clear"] if a and b and b.get("p99_us_clear") else None
-result = {"commit": commit, "http_mode": os.environ.get("HTTP_MODE", "auto"),
+result = {"commit": commit, "http_mode": os.environ.get("HTTP_MODE", "pool"),
           "http_threads": int(os.environ.get("HTTP_THREADS", "2")),
           "presences": presences, "baseline": base, "loaded": loaded,
           "floor_no_ingest": floor_idle, "floor_loaded": floor_loaded,

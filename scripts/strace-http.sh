@@ -5,7 +5,7 @@
 # Prints each server's calls per request sent, by system call.
 #
 # Usage: scripts/strace-http.sh [BUILD_DIR] [RATE] [DURATION_S] [CONNECTIONS]
-#   defaults: build 5000 3 4 (env HTTP_MODE=auto the server's --http-mode, HTTP_THREADS=2 its
+#   defaults: build 5000 3 4 (env HTTP_MODE=pool the server's --http-mode, HTTP_THREADS=2 its
 #   --http-threads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "
 port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768-)
 floor_port=$((port + 1))
 "$BUILD/tools/kvindex/kvindex" subscribe --source "a=vllm@tcp://127.0.0.1:$((port + 2)),model=m,block-size=16" \
-  --http "127.0.0.1:$port" --http-mode "${HTTP_MODE:-auto}" --http-threads "${HTTP_THREADS:-2}" \
+  --http "127.0.0.1:$port" --http-mode "${HTTP_MODE:-pool}" --http-threads "${HTTP_THREADS:-2}" \
   --stats-interval 0 >"$tmp/sub.out" 2>&1 &
 pids+=($!)
 sub=$!

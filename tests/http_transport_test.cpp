@@ -1,6 +1,5 @@
 // The HTTP transport over loopback with a handler of the test's own (it echoes what it was asked),
-// each case with every connection model (a shared pool of I/O threads, a thread per connection, and
-// the two mixed):
+// each case with both connection models (a shared pool of I/O threads, a thread per connection):
 // keep-alive, pipelined requests answered in order byte for byte, 413 over the body limit, 400 for
 // bytes that are not HTTP, the connection limit, half-sent and dribbled requests cut off by the
 // read timeout while other clients are answered, and streamed answers (chunked, never held whole,
@@ -107,19 +106,10 @@ struct Echo {
   }
 };
 
-constexpr ConnectionModel kModels[] = {ConnectionModel::kPool, ConnectionModel::kDedicated,
-                                       ConnectionModel::kAuto};
+constexpr ConnectionModel kModels[] = {ConnectionModel::kPool, ConnectionModel::kDedicated};
 
 const char* Name(ConnectionModel model) {
-  switch (model) {
-    case ConnectionModel::kPool:
-      return "pool";
-    case ConnectionModel::kDedicated:
-      return "dedicated";
-    case ConnectionModel::kAuto:
-      break;
-  }
-  return "auto";
+  return model == ConnectionModel::kPool ? "pool" : "dedicated";
 }
 
 TransportOptions With(ConnectionModel model) {
@@ -160,9 +150,8 @@ TEST_CASE("keep-alive: one connection answers request after request") {
       CHECK(client.Read(want.size()) == want);
     }
     CHECK(server.gauges.connections.load() == 1);
-    // The pool's two I/O threads, this connection's own, or both.
-    const uint64_t workers[] = {2, 1, 3};
-    CHECK(server.gauges.workers.load() == workers[static_cast<int>(model)]);
+    // The pool's two I/O threads, or this connection's own.
+    CHECK(server.gauges.workers.load() == (model == ConnectionModel::kPool ? 2 : 1));
   }
 }
 
@@ -351,28 +340,6 @@ TEST_CASE("stopping ends connections waiting in recv and joins their threads") {
     server.transport->Stop();
     for (auto& client : idle) CHECK(client->ReadToEnd().empty());
     CHECK(server.gauges.workers.load() == 0);
-  }
-}
-
-TEST_CASE("auto: connections beyond dedicated_connections are served by the I/O threads") {
-  TransportOptions options = With(ConnectionModel::kAuto);
-  options.dedicated_connections = 2;
-  Server server(options);
-  const std::string ask = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
-  const std::string want = Response(200, "OK", "GET /x ");
-  std::vector<std::unique_ptr<Client>> open;
-  for (int i = 0; i < 5; ++i) {
-    open.push_back(std::make_unique<Client>(server.port()));
-    open.back()->Send(ask);
-    REQUIRE(open.back()->Read(want.size()) == want);
-  }
-  // Two threads of their own beside the two I/O threads, which serve the other three; all five
-  // stay open and answered.
-  CHECK(server.gauges.workers.load() == 4);
-  CHECK(server.gauges.connections.load() == 5);
-  for (auto& client : open) {
-    client->Send(ask);
-    CHECK(client->Read(want.size()) == want);
   }
 }
 

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# `subscribe --http-mode pool|dedicated|auto --http-threads N --http-max-connections M`: with the
-# pool, N I/O threads serve every open connection, so more open keep-alive connections than threads
-# are all answered while they stay open; dedicated, each connection has its own thread; auto (the
-# default, not given here), each of these few connections has its own thread beside the N. In all,
-# at --http-max-connections a further connection waits until one closes, and /metrics counts the
+# `subscribe --http-mode pool|dedicated --http-threads N --http-max-connections M`: with the pool,
+# N I/O threads serve every open connection, so more open keep-alive connections than threads are
+# all answered while they stay open; dedicated, each connection has its own thread. In both, at
+# --http-max-connections a further connection waits until one closes, and /metrics counts the
 # threads and the open connections.
 . "$(dirname "$0")/lib.sh"
 PY=${KVINDEX_PYTHON:-/usr/bin/python3}
@@ -22,21 +21,19 @@ run "$KVINDEX" subscribe --help
 expect_stdout_contains "--http-max-connections"
 expect_stdout_contains "--http-mode"
 
-for mode in pool dedicated auto; do
+for mode in pool dedicated; do
 
 PORT=$(free_ports 1)
-mode_flag=(--http-mode "$mode")
-[ "$mode" = auto ] && mode_flag=()  # the default
 "$KVINDEX" subscribe --source "a=vllm@tcp://127.0.0.1:1,model=m,block-size=4" --http "127.0.0.1:$PORT" \
-  "${mode_flag[@]}" --http-threads 2 --http-max-connections 5 --stats-interval 0 \
+  --http-mode "$mode" --http-threads 2 --http-max-connections 5 --stats-interval 0 \
   >"$TMP/s.out" 2>"$TMP/s.err" &
 sub=$!
 PIDS+=($sub)
 "$PY" - "$PORT" "$mode" <<'PYEOF' || fail "connection checks failed with --http-mode $mode (see above)"
 import http.client, json, socket, sys, time
 port = int(sys.argv[1])
-# The pool's 2 I/O threads, one thread per open connection, or both.
-workers = {"pool": 2.0, "dedicated": 5.0, "auto": 7.0}[sys.argv[2]]
+# The pool's 2 I/O threads, or one thread per open connection.
+workers = 2.0 if sys.argv[2] == "pool" else 5.0
 body = json.dumps({"model": "m", "token_ids": [1, 2, 3, 4]})
 want = {"data": {"default": {"a": {"longest_matched": 0, "GPU": 0, "CPU": 0, "DISK": 0, "DP": {"0": 0},
                                   "state": "exact"}}}}

@@ -171,16 +171,15 @@ void AddHttpOptions(CLI::App* cmd, HttpCliOptions& options) {
                   "conductor does")
       ->check(CLI::IsMember({"conductor"}));
   cmd->add_option("--http-mode", options.mode,
-                  "How HTTP connections get a thread. 'dedicated': each connection has a thread "
-                  "of its own, blocked in recv between requests (fewer system calls and wake-ups "
-                  "per request; one thread per open connection, up to --http-max-connections). "
-                  "'pool': --http-threads I/O threads share every open connection. 'auto' "
-                  "(default): dedicated for up to 64 open connections at a time, the pool for "
-                  "more")
-      ->check(CLI::IsMember({"auto", "pool", "dedicated"}));
+                  "How HTTP connections get a thread. 'pool' (default): --http-threads I/O "
+                  "threads share every open connection. 'dedicated': each connection has a "
+                  "thread of its own, blocked in recv between requests (fewer system calls and "
+                  "wake-ups per request; one thread per open connection, up to "
+                  "--http-max-connections)")
+      ->check(CLI::IsMember({"pool", "dedicated"}));
   cmd->add_option("--http-threads", options.threads,
-                  "HTTP I/O threads of --http-mode pool and auto (default 2); each reads, answers "
-                  "and writes its share of the connections they serve")
+                  "HTTP I/O threads with --http-mode pool (default 2); each reads, answers and "
+                  "writes its share of the open connections")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--http-max-connections", options.max_connections,
                   "HTTP connections open at once (default 1024); a further one waits until one "
@@ -227,8 +226,7 @@ Result<std::shared_ptr<HttpServing>> StartHttpServingWith(const HttpCliOptions& 
   server_options.host = listen.host;
   server_options.port = *listen.port;
   server_options.model = options.mode == "dedicated" ? http::ConnectionModel::kDedicated
-                         : options.mode == "pool"    ? http::ConnectionModel::kPool
-                                                     : http::ConnectionModel::kAuto;
+                                                     : http::ConnectionModel::kPool;
   server_options.threads = options.threads;
   server_options.max_connections = options.max_connections;
   server_options.conductor_compat = options.compat == "conductor";

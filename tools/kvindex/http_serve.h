@@ -25,7 +25,7 @@ struct HttpCliOptions {
   std::string address;  // --http (empty value: the default address)
   bool given = false;
   std::string compat;   // --compat: "" or "conductor"
-  std::string mode = "auto";  // --http-mode: "auto", "pool" or "dedicated"
+  std::string mode = "pool";  // --http-mode: "pool" or "dedicated"
   size_t threads = 2;   // --http-threads
   size_t max_connections = 1024;  // --http-max-connections
 };

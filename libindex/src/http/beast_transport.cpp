@@ -1,7 +1,6 @@
 // The HTTP transport on Boost.Beast over Asio (transport.h).
 //
-// An acceptor on the first I/O thread hands each connection to its thread (ConnectionModel::kAuto:
-// the first `dedicated_connections` open ones as with kDedicated, more as with kPool). kPool:
+// An acceptor on the first I/O thread hands each connection to its thread. ConnectionModel::kPool:
 // a fixed pool of I/O threads, each running its own io_context; an accepted connection is handed
 // to the threads in turn and stays on its thread, which reads, answers (QueryService runs on it)
 // and writes. Per request: one wait for readability (epoll_wait; the descriptor is registered
@@ -99,11 +98,10 @@ class BeastTransport final : public HttpTransport {
   BeastTransport(const TransportOptions& options, TransportHooks hooks)
       : options_(options), hooks_(std::move(hooks)) {
     // kDedicated: the first loop only accepts (and its sweeper has nothing to sweep).
-    const size_t threads = dedicated() ? 1 : std::max<size_t>(1, options.threads);
+    const size_t threads =
+        dedicated() ? 1 : std::max<size_t>(1, options.threads);
+    if (dedicated()) dedicated_.emplace(options_, hooks_, [this] { Closed(); });
     for (size_t i = 0; i < threads; ++i) loops_.push_back(std::make_unique<Loop>());
-    if (options_.model != ConnectionModel::kPool) {
-      dedicated_.emplace(options_, hooks_, [this] { Closed(); }, dedicated() ? 0 : threads);
-    }
     acceptor_.emplace(loops_[0]->context);
     retry_.emplace(loops_[0]->context);
   }
@@ -196,8 +194,7 @@ class BeastTransport final : public HttpTransport {
         ++open_;
         if (hooks_.gauges != nullptr) hooks_.gauges->connections.store(open_);
       }
-      if (dedicated_ &&
-          (dedicated() || dedicated_->open() < options_.dedicated_connections)) {
+      if (dedicated_) {
         const int fd = socket.release(ignored);
         if (fd >= 0) {
           dedicated_->Serve(fd);

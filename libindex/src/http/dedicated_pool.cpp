@@ -93,7 +93,7 @@ void DedicatedPool::Serve(int fd) {
     return;
   }
   threads_.emplace_back([this] { Work(); });
-  if (hooks_.gauges != nullptr) hooks_.gauges->workers.store(other_workers_ + threads_.size());
+  if (hooks_.gauges != nullptr) hooks_.gauges->workers.store(threads_.size());
 }
 
 void DedicatedPool::Stop() {
@@ -106,16 +106,12 @@ void DedicatedPool::Stop() {
   }
   wake_.notify_all();
   for (std::thread& thread : threads) thread.join();
+  if (hooks_.gauges != nullptr) hooks_.gauges->workers.store(0);
 }
 
 size_t DedicatedPool::threads() const {
   std::lock_guard lock(mutex_);
   return threads_.size();
-}
-
-size_t DedicatedPool::open() const {
-  std::lock_guard lock(mutex_);
-  return open_.size();
 }
 
 void DedicatedPool::Work() {

@@ -1,5 +1,5 @@
-// DedicatedPool: connections served each by a thread of its own (ConnectionModel::kDedicated and
-// kAuto), blocked in recv(2) between requests. A request that arrives in one segment costs one recv and
+// DedicatedPool: connections served each by a thread of its own (ConnectionModel::kDedicated),
+// blocked in recv(2) between requests. A request that arrives in one segment costs one recv and
 // one sendmsg, and one wake-up of the thread; the pool keeps finished threads parked for the next
 // connection, so a new connection does not start a thread while a parked one is there.
 //
@@ -24,14 +24,10 @@ namespace kvindex::http {
 class DedicatedPool {
  public:
   // `options` and `hooks` must outlive the pool; `closed` runs after each connection's socket was
-  // closed (on the connection's thread). The workers gauge shows `other_workers` (the transport's
-  // I/O threads) plus the pool's threads.
+  // closed (on the connection's thread).
   DedicatedPool(const TransportOptions& options, const TransportHooks& hooks,
-                std::function<void()> closed, size_t other_workers)
-      : options_(options),
-        hooks_(hooks),
-        closed_(std::move(closed)),
-        other_workers_(other_workers) {}
+                std::function<void()> closed)
+      : options_(options), hooks_(hooks), closed_(std::move(closed)) {}
   ~DedicatedPool() { Stop(); }
   DedicatedPool(const DedicatedPool&) = delete;
   DedicatedPool& operator=(const DedicatedPool&) = delete;
@@ -43,8 +39,6 @@ class DedicatedPool {
   void Stop();
   // Threads started so far (parked ones included).
   size_t threads() const;
-  // Connections taken and not yet closed.
-  size_t open() const;
 
  private:
   void Work();
@@ -53,7 +47,6 @@ class DedicatedPool {
   const TransportOptions& options_;
   const TransportHooks& hooks_;
   const std::function<void()> closed_;
-  const size_t other_workers_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<int> waiting_;      // accepted sockets no thread has taken yet

@@ -129,8 +129,8 @@ class ServingCollector final : public prometheus::Collectable {
     out.push_back(std::move(reasons));
     out.push_back(GaugeFamily(
         "kvindex_http_workers",
-        "HTTP threads serving connections: the --http-threads I/O threads (--http-mode pool, "
-        "auto), and a thread per open or parked connection (dedicated, auto).",
+        "HTTP threads serving connections (--http-threads with --http-mode pool; one per "
+        "open or parked connection with --http-mode dedicated).",
         static_cast<double>(gauges_.workers.load(std::memory_order_relaxed))));
     out.push_back(
         GaugeFamily("kvindex_http_connections", "HTTP connections open.",

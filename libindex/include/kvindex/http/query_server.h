@@ -26,10 +26,9 @@ namespace kvindex {
 struct QueryServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
-  // kPool: `threads` I/O threads share the open connections; kDedicated: a thread per connection;
-  // kAuto: a thread per connection for up to 64 open ones, the I/O threads for more.
-  http::ConnectionModel model = http::ConnectionModel::kAuto;
-  size_t threads = 2;     // I/O threads (kPool, kAuto); each serves its share of its connections
+  // kPool: `threads` I/O threads share the open connections; kDedicated: a thread per connection.
+  http::ConnectionModel model = http::ConnectionModel::kPool;
+  size_t threads = 2;     // I/O threads (kPool); each serves its share of the open connections
   // Connections open at once; a further one waits to be accepted until one closes.
   size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.

@@ -29,16 +29,13 @@ enum class ConnectionModel : uint8_t {
   // Each connection has a thread of its own, blocked in recv between requests: the fewest system
   // calls and wake-ups per request, one thread per open connection (up to `max_connections`).
   kDedicated,
-  // kDedicated for up to `dedicated_connections` open connections at a time, kPool for more.
-  kAuto,
 };
 
 struct TransportOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
-  ConnectionModel model = ConnectionModel::kAuto;
-  size_t threads = 2;             // I/O threads (kPool, kAuto)
-  size_t dedicated_connections = 64;  // kAuto: connections with a thread of their own at a time
+  ConnectionModel model = ConnectionModel::kPool;
+  size_t threads = 2;             // I/O threads (kPool)
   size_t max_connections = 1024;  // open connections served at once; more wait to be accepted
   size_t max_body_bytes = 0;      // a larger request body is answered 413 and the connection closed
   // A request not complete this long after its first byte (or after the previous answer) is cut
@@ -57,8 +54,8 @@ struct TransportHooks {
       handle;
   // The body of an error the transport answers itself (413, 400).
   std::function<std::string(int status)> error_body;
-  // workers: the threads serving connections (the I/O threads, and the connections' own threads,
-  // parked ones included); connections: open ones.
+  // workers: the threads serving connections (kPool: the I/O threads; kDedicated: the
+  // connections' threads, parked ones included); connections: open ones.
   ConnectionGauges* gauges = nullptr;
 };
 
