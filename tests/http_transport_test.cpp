@@ -144,8 +144,8 @@ TEST_CASE("keep-alive: one connection answers request after request") {
     Client client(server.port());
     for (int i = 0; i < 3; ++i) {
       const std::string body = "n=" + std::to_string(i);
-      client.Send("POST /q?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(body.size()) +
-                  "\r\n\r\n" + body);
+      client.Send("POST /q?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
       const std::string want = Response(200, "OK", "POST /q " + body);
       CHECK(client.Read(want.size()) == want);
     }
@@ -166,10 +166,11 @@ TEST_CASE("pipelining: requests sent at once are all answered, in order, byte fo
         "HEAD /d HTTP/1.1\r\nHost: h\r\n\r\n"
         "POST /e HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
         "GET /f HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
-    const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\r\n";
-    const std::string want = Response(200, "OK", "GET /a ") + Response(200, "OK", "POST /b/c hello") +
-                             head + Response(200, "OK", "POST /e abc") +
-                             Response(200, "OK", "GET /f ", true);
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\r\n";
+    const std::string want =
+        Response(200, "OK", "GET /a ") + Response(200, "OK", "POST /b/c hello") + head +
+        Response(200, "OK", "POST /e abc") + Response(200, "OK", "GET /f ", true);
     CHECK(client.ReadToEnd() == want);
   }
 }
@@ -187,7 +188,8 @@ TEST_CASE("a body over the limit is 413 with the error body, and the connection 
     CHECK(client.ReadToEnd() == want);
     // At the limit: answered.
     Client fits(server.port());
-    fits.Send("POST /q HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'b'));
+    fits.Send("POST /q HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" +
+              std::string(1000, 'b'));
     const std::string ok = Response(200, "OK", "POST /q " + std::string(1000, 'b'));
     CHECK(fits.Read(ok.size()) == ok);
   }
@@ -288,7 +290,8 @@ TEST_CASE("a streamed answer stops when the client goes away (never held whole)"
       next.Send("GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
       CHECK(next.ReadToEnd() == Response(200, "OK", "GET /x ", true));
     }
-    CHECK(server.echo.stream_writes.load() < 1000);  // a GiB would mean the client's close went unseen
+    // A GiB would mean the client's close went unseen.
+    CHECK(server.echo.stream_writes.load() < 1000);
   }
 }
 

@@ -47,6 +47,7 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr std::chrono::milliseconds kSweepEvery{100};
+
 class BeastTransport;
 class Connection;
 
@@ -98,8 +99,7 @@ class BeastTransport final : public HttpTransport {
   BeastTransport(const TransportOptions& options, TransportHooks hooks)
       : options_(options), hooks_(std::move(hooks)) {
     // kDedicated: the first loop only accepts (and its sweeper has nothing to sweep).
-    const size_t threads =
-        dedicated() ? 1 : std::max<size_t>(1, options.threads);
+    const size_t threads = dedicated() ? 1 : std::max<size_t>(1, options.threads);
     if (dedicated()) dedicated_.emplace(options_, hooks_, [this] { Closed(); });
     for (size_t i = 0; i < threads; ++i) loops_.push_back(std::make_unique<Loop>());
     acceptor_.emplace(loops_[0]->context);

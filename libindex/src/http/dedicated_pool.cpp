@@ -109,11 +109,6 @@ void DedicatedPool::Stop() {
   if (hooks_.gauges != nullptr) hooks_.gauges->workers.store(0);
 }
 
-size_t DedicatedPool::threads() const {
-  std::lock_guard lock(mutex_);
-  return threads_.size();
-}
-
 void DedicatedPool::Work() {
   std::unique_lock lock(mutex_);
   for (;;) {

@@ -37,8 +37,6 @@ class DedicatedPool {
   void Serve(int fd);
   // Ends every connection (their threads see the socket shut down) and joins the threads.
   void Stop();
-  // Threads started so far (parked ones included).
-  size_t threads() const;
 
  private:
   void Work();
@@ -49,7 +47,7 @@ class DedicatedPool {
   const std::function<void()> closed_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<int> waiting_;      // accepted sockets no thread has taken yet
+  std::deque<int> waiting_;       // accepted sockets no thread has taken yet
   std::unordered_set<int> open_;  // sockets being served, for Stop()
   size_t parked_ = 0;             // threads waiting for a socket that no socket has claimed
   bool stopping_ = false;

@@ -34,7 +34,9 @@ std::string DumpJson(const Json& j) {
 // A name from outside (a source, an instance, a tier, an endpoint) as valid UTF-8.
 std::string Utf8(std::string_view text) { return ToValidUtf8(text); }
 
-std::string ErrorBody(const std::string& message) { return DumpJson(Json{{"error", Utf8(message)}}); }
+std::string ErrorBody(const std::string& message) {
+  return DumpJson(Json{{"error", Utf8(message)}});
+}
 
 // Status code for a failed parse or query.
 int HttpStatusFor(const Status& status) {
@@ -358,8 +360,8 @@ int QueryService::Unregister(std::string_view body, std::string& out) {
     return HttpStatusFor(removed.status()) == 500 ? 400 : HttpStatusFor(removed.status());
   }
   out = DumpJson(Json{{"removed_instances", {Utf8(id)}},
-                  {"status", "unregistered successfully"},
-                  {"removed_presences", removed->removed}});
+                      {"status", "unregistered successfully"},
+                      {"removed_presences", removed->removed}});
   return 200;
 }
 
@@ -381,9 +383,12 @@ std::string QueryService::GlobalView() const {
     instances[Utf8(instance.instance)] = {{"tiers", tiers}, {"orphans", instance.orphans}};
   }
   const size_t count = contexts.size();
-  return DumpJson(Json{{"context_count", count},       {"model_contexts", std::move(contexts)},
-                   {"scopes", stats.scopes},       {"blocks", stats.blocks},
-                   {"presences", stats.presences}, {"instances", std::move(instances)}});
+  return DumpJson(Json{{"context_count", count},
+                       {"model_contexts", std::move(contexts)},
+                       {"scopes", stats.scopes},
+                       {"blocks", stats.blocks},
+                       {"presences", stats.presences},
+                       {"instances", std::move(instances)}});
 }
 
 std::string QueryService::Instances() const {

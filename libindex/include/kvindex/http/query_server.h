@@ -28,7 +28,7 @@ struct QueryServerOptions {
   uint16_t port = 13333;  // 0: an ephemeral port (see QueryServer::port())
   // kPool: `threads` I/O threads share the open connections; kDedicated: a thread per connection.
   http::ConnectionModel model = http::ConnectionModel::kPool;
-  size_t threads = 2;     // I/O threads (kPool); each serves its share of the open connections
+  size_t threads = 2;  // I/O threads (kPool); each serves its share of the open connections
   // Connections open at once; a further one waits to be accepted until one closes.
   size_t max_connections = 1024;
   // `--compat conductor`: /query and /query_by_hash answer without the "data" wrapper.
