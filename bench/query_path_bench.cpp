@@ -6,6 +6,9 @@
 //                                ({"model":"m","token_ids":[...]}, 11,596 bytes at 2,048; ids <
 //                                151,936).
 //  BM_ParseQueryRequest/N        kvindex::ParseQueryRequest of the same body.
+//  BM_ParseQueryRequest_Spaced/N the same ids in the body Python's json.dumps writes (", " and
+//                                ": " between the items; 13,642 bytes at 2,048), as the clients
+//                                of scripts/bench-http.sh send them.
 //  BM_PrefixIndex_MatchTokens/N  baseline: PrefixIndex::MatchTokens alone on the same tokens
 //                                (prefix hashing included) against the index below.
 //  BM_RenderQueryAnswer/N        RenderQueryAnswer of that match (64 instances).
@@ -65,10 +68,12 @@ std::vector<TokenId> MakeChain(std::mt19937_64& rng, int shared) {
   return tokens;
 }
 
-std::string BodyFor(const std::vector<TokenId>& tokens) {
-  std::string body = "{\"model\":\"m\",\"token_ids\":[";
+// spaced: as Python's json.dumps writes it (", " and ": " between the items).
+std::string BodyFor(const std::vector<TokenId>& tokens, bool spaced = false) {
+  std::string body =
+      spaced ? "{\"model\": \"m\", \"token_ids\": [" : "{\"model\":\"m\",\"token_ids\":[";
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i > 0) body += ',';
+    if (i > 0) body += spaced ? ", " : ",";
     body += std::to_string(tokens[i]);
   }
   body += "]}";
@@ -122,6 +127,7 @@ const Fixture& GetFixture() {
 struct QuerySet {
   std::vector<std::vector<TokenId>> tokens;
   std::vector<std::string> bodies;
+  std::vector<std::string> spaced_bodies;  // the same as json.dumps writes them
 };
 
 const QuerySet& QueriesAt(size_t n) {
@@ -134,6 +140,7 @@ const QuerySet& QueriesAt(size_t n) {
                                                              std::min(n, chain.size())));
     while (q.size() < n) q.push_back(static_cast<TokenId>(rng() % 151936));
     it->second.bodies.push_back(BodyFor(q));
+    it->second.spaced_bodies.push_back(BodyFor(q, true));
     it->second.tokens.push_back(std::move(q));
   }
   return it->second;
@@ -179,6 +186,17 @@ void BM_ParseQueryRequest(benchmark::State& state) {
   Timed(state, [&](size_t q) {
     auto r = ParseQueryRequest(qs.bodies[q]);
     if (!r.ok() || r->tokens.size() != n) state.SkipWithError("parse failed");
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+void BM_ParseQueryRequest_Spaced(benchmark::State& state) {
+  const size_t n = TokensArg(state);
+  const QuerySet& qs = QueriesAt(n);
+  state.counters["body_bytes"] = static_cast<double>(qs.spaced_bodies[0].size());
+  Timed(state, [&](size_t q) {
+    auto r = ParseQueryRequest(qs.spaced_bodies[q]);
+    if (!r.ok() || r->tokens != qs.tokens[q]) state.SkipWithError("parse failed");
     benchmark::DoNotOptimize(r);
   });
 }
@@ -245,6 +263,7 @@ int main(int argc, char** argv) {
   const std::pair<const char*, void (*)(benchmark::State&)> benches[] = {
       {"BM_NlohmannParse", BM_NlohmannParse},
       {"BM_ParseQueryRequest", BM_ParseQueryRequest},
+      {"BM_ParseQueryRequest_Spaced", BM_ParseQueryRequest_Spaced},
       {"BM_PrefixIndex_MatchTokens", BM_PrefixIndex_MatchTokens},
       {"BM_RenderQueryAnswer", BM_RenderQueryAnswer},
       {"BM_QueryServer_Handle", BM_QueryServer_Handle},

@@ -1,8 +1,11 @@
 #include "kvindex/core/json_depth.h"
 
+#include <random>
 #include <string>
 
 #include <doctest/doctest.h>
+
+#include "kvindex/json/json_reader.h"
 
 namespace kvindex {
 namespace {
@@ -24,6 +27,34 @@ TEST_CASE("Brackets inside strings, escaped quotes included, do not count") {
   CHECK(JsonTooDeepAt("[[[", 2) == 2);
   CHECK(JsonTooDeepAt("]]]][[", 2) == std::string_view::npos);  // stray closers never go below 0
   CHECK(JsonTooDeepAt("\"\\\\\"[[[", 2) == 6);  // an escaped backslash ends before the quote
+}
+
+// JsonTooDeepAtFast counts the opening brackets in blocks first and runs JsonTooDeepAt only when
+// there are more than the limit: the same answer as JsonTooDeepAt on texts around the limit, with
+// the brackets at every offset of a block, bytes one bit away from '{' and '[' ('{' ^ 0x20 is '[';
+// ';', '}', '{' + 0x80, ...), and strings holding brackets.
+TEST_CASE("The counting pre-check answers as JsonTooDeepAt") {
+  std::mt19937_64 rng(5);
+  static const char kBytes[] = {'{', '[', '}', ']', ';', 'K', 'k', '\x5a', '\x7a', '\x7c',
+                                '\xdb', '\xfb', '"', ' ', '1', ','};
+  int deep = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const size_t size = rng() % 700;
+    std::string text;
+    for (size_t k = 0; k < size; ++k) {
+      // Mostly openers in some texts, so that the count lands on both sides of the limit.
+      const bool opener = static_cast<int>(rng() % 100) < (i % 5) * 6;
+      text += opener ? "{["[rng() % 2] : kBytes[rng() % sizeof kBytes];
+    }
+    const size_t want = JsonTooDeepAt(text);
+    CAPTURE(text);
+    CHECK(JsonTooDeepAtFast(text) == want);
+    deep += want != std::string_view::npos;
+  }
+  CHECK(deep > 200);
+  CHECK(JsonTooDeepAtFast(std::string(64, '[')) == std::string_view::npos);
+  CHECK(JsonTooDeepAtFast(std::string(65, '[')) == 64);
+  CHECK(JsonTooDeepAtFast(std::string(1000, ';') + std::string(65, '{')) == 1064);
 }
 
 }  // TEST_SUITE

@@ -60,14 +60,26 @@ struct PlainIdLane {
 };
 
 // One element of a lane: 0 when the lane goes on, 1 when its last element was read, -1 when the
-// text is not a plain array there.
-template <typename T>
+// text is not a plain array there. kSpaced: the array's separator is ", " (as Python's json.dumps
+// writes it), expected by a branch instead of a load on the lane's chain; any other separator
+// still reads, by the general path.
+template <typename T, bool kSpaced>
 inline int StepPlainIdLane(PlainIdLane<T>& lane, const char* end, uint64_t max) {
   uint64_t value = 0;
   const size_t width = ReadPlainId(lane.p, end, max, &value);
   if (width == 0) return -1;
   *lane.out++ = static_cast<T>(value);
   const char* p = lane.p + width;  // at most `stop`: digits are neither ',' nor ']'
+  if constexpr (kSpaced) {
+    if (p[0] == ',' && p[1] == ' ' && p != lane.stop) [[likely]] {  // p[1]: p < stop
+      p += 2;
+      if (static_cast<unsigned char>(*p) <= ' ') [[unlikely]] {
+        while (p < lane.stop && IsJsonSpace(*p)) ++p;
+      }
+      lane.p = p;
+      return 0;
+    }
+  }
   if (*p != ',' || p == lane.stop) [[unlikely]] {
     while (p < lane.stop && IsJsonSpace(*p)) ++p;
     if (p == lane.stop) return 1;  // the stop's own byte was checked when it was chosen
@@ -133,23 +145,30 @@ const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_
     at += static_cast<size_t>(stops[k] - starts[k]) / 2 + 1;
   }
   int state[kLanes] = {};
-  {  // the lanes in locals, which stay in registers while they run side by side
+  const auto run = [&]<bool kSpaced>() {
+    // the lanes in locals, which stay in registers while they run side by side
     PlainIdLane<T> l0 = lanes[0], l1 = lanes[1], l2 = lanes[2], l3 = lanes[3];
     for (;;) {
-      state[0] = StepPlainIdLane(l0, end, max);
-      state[1] = StepPlainIdLane(l1, end, max);
-      state[2] = StepPlainIdLane(l2, end, max);
-      state[3] = StepPlainIdLane(l3, end, max);
+      state[0] = StepPlainIdLane<T, kSpaced>(l0, end, max);
+      state[1] = StepPlainIdLane<T, kSpaced>(l1, end, max);
+      state[2] = StepPlainIdLane<T, kSpaced>(l2, end, max);
+      state[3] = StepPlainIdLane<T, kSpaced>(l3, end, max);
       if ((state[0] | state[1] | state[2] | state[3]) != 0) break;
     }
     lanes[0] = l0;
     lanes[1] = l1;
     lanes[2] = l2;
     lanes[3] = l3;
+  };
+  // The separator after the first stretch stands for the array's: ", " or another.
+  if (stops[0][1] == ' ') {
+    run.template operator()<true>();
+  } else {
+    run.template operator()<false>();
   }
   size_t total = 0;
   for (size_t k = 0; k < kLanes; ++k) {
-    while (state[k] == 0) state[k] = StepPlainIdLane(lanes[k], end, max);
+    while (state[k] == 0) state[k] = StepPlainIdLane<T, false>(lanes[k], end, max);
     if (state[k] < 0) return release(nullptr);
     total += static_cast<size_t>(lanes[k].out - base[k]);
   }
