@@ -257,7 +257,19 @@ TEST_CASE("A hinted array reads as the same document without the hint") {
 // offset of a block and across blocks, with one structural fault
 // now and then (a ',' doubled, dropped, leading or trailing; a space or a sign inside the ids; a
 // byte of another kind), each read plainly and with the array cut out (JsonArrayHint).
-TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the hint") {
+// Each wide-scan setting in turn (JsonWideIdScanAvailable: where the processor has no AVX-512
+// VBMI2 both runs take the portable scan), on again afterwards.
+template <typename F>
+void WithEachIdScan(F&& check) {
+  for (const bool wide : {true, false}) {
+    CAPTURE(wide);
+    SetJsonWideIdScan(wide);
+    check();
+  }
+  SetJsonWideIdScan(true);
+}
+
+void CheckLongArrays() {
   std::mt19937_64 rng(99);
   JsonReader plain_reader;
   JsonReader hinted_reader;
@@ -305,6 +317,10 @@ TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the
   CHECK(faults > 500);
 }
 
+TEST_CASE("Long id arrays read as nlohmann_json reads them, with and without the hint") {
+  WithEachIdScan(CheckLongArrays);
+}
+
 // Long arrays are read in four stretches that end at the first ',' after each quarter of the text
 // up to the first ']': every fault placed at and around those commas, ids above `max` in each
 // stretch, and a first ']' that is not the array's end, against the same reference both ways.
@@ -347,14 +363,56 @@ void CheckFaultsAroundStretches(const std::string& separator, int* cases, int* r
 }
 
 TEST_CASE("Long id arrays with a fault at every byte around the stretch boundaries") {
-  for (const std::string separator : {",", ", "}) {
-    CAPTURE(separator);
-    int cases = 0;
-    int read = 0;
-    CheckFaultsAroundStretches(separator, &cases, &read);
-    CHECK(cases == 3 * 21 * 13 * 2 * 2);
-    CHECK(read > 300);
-  }
+  WithEachIdScan([] {
+    for (const std::string separator : {",", ", "}) {
+      CAPTURE(separator);
+      int cases = 0;
+      int read = 0;
+      CheckFaultsAroundStretches(separator, &cases, &read);
+      CHECK(cases == 3 * 21 * 13 * 2 * 2);
+      CHECK(read > 300);
+    }
+  });
+}
+
+// The wide scan reads 64-byte blocks, each from where the last element it read ended: one fault
+// at every byte of an array of ids of 1 to 8 digits, with "," and with ", " between them, and of
+// one with an id of 10 digits (beyond the wide scan, which then hands the array on), against the
+// same reference both ways.
+TEST_CASE("Id arrays with a fault at every byte, read 64 bytes at a time") {
+  WithEachIdScan([] {
+    JsonReader plain_reader;
+    JsonReader hinted_reader;
+    JsonArrayHint hint;
+    hint.key = "ids";
+    static const char* kFault[] = {",", " ", "-", ".", "x", "0", ",,", "]", "\n\t", "123456789"};
+    struct Shape {
+      const char* separator;
+      bool ten_digits;  // the 51st id has 10 digits
+    };
+    for (const Shape shape : {Shape{",", false}, Shape{", ", false}, Shape{",", true}}) {
+      CAPTURE(shape.separator);
+      CAPTURE(shape.ten_digits);
+      std::mt19937_64 rng(11);
+      std::string array = "[";
+      for (int k = 0; k < 100; ++k) {
+        if (k > 0) array += shape.separator;
+        const int digits = k == 50 && shape.ten_digits ? 10 : 1 + static_cast<int>(rng() % 8);
+        array += std::to_string(1 + rng() % 9) + std::string(static_cast<size_t>(digits - 1), '7');
+      }
+      array += "]";
+      int read = 0;
+      for (size_t at = 1; at < array.size(); ++at) {
+        for (const char* fault : kFault) {
+          std::string faulty = array;
+          faulty.insert(at, fault);
+          hint.max = at % 2 == 0 ? ~uint64_t{0} : uint64_t{4294967295};
+          CheckBothWays(plain_reader, hinted_reader, hint, "{\"ids\":" + faulty + "}", &read);
+        }
+      }
+      CHECK(read > 500);
+    }
+  });
 }
 
 }  // TEST_SUITE

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kvindex::json_detail {
@@ -178,6 +179,42 @@ const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_
   return release(close);
 }
 
+// The wide scan: a long array read 64 bytes at a time with AVX-512 (VBMI2) instructions, where the
+// processor has them (WideIdScanAvailable; plain_uint_array.cpp). Reads the elements of
+// [first, last), which must start with an element's first digit and end right after the last
+// element's last digit: ids of 1 to 8 digits without a leading zero, each pair separated by one
+// ',' and any JSON whitespace. Writes them to `out` (room for (last - first) / 2 + 1 values) and
+// returns how many, or -1 when the text is anything else (the caller then reads it another way,
+// which decides what it is) or `max` is below 99,999,999.
+long ScanPlainIdsWide(const char* first, const char* last, uint64_t max, uint64_t* out);
+// Whether this processor runs ScanPlainIdsWide, and whether the reader uses it (on by default
+// where it runs; tests turn it off to check the other paths against it).
+bool WideIdScanAvailable();
+bool WideIdScanEnabled();
+void SetWideIdScan(bool enabled);
+
+// Appends the elements of the long plain array whose '[' is at `open` to `ids` through the wide
+// scan and returns its ']', or nullptr (ids unchanged) when the scan does not take it.
+inline const char* ScanPlainUintArrayWide(const char* open, const char* end, uint64_t max,
+                                          std::vector<uint64_t>& ids, size_t* count) {
+  const char* first = open + 1;
+  while (first < end && IsJsonSpace(*first)) ++first;
+  const auto* close = static_cast<const char*>(std::memchr(first, ']', end - first));
+  if (close == nullptr) return nullptr;
+  const char* last = close;
+  while (last > first && IsJsonSpace(last[-1])) --last;
+  const size_t kept = ids.size();
+  ids.resize(kept + static_cast<size_t>(last - first) / 2 + 1);
+  const long n = ScanPlainIdsWide(first, last, max, ids.data() + kept);
+  if (n < 0) {
+    ids.resize(kept);
+    return nullptr;
+  }
+  ids.resize(kept + static_cast<size_t>(n));
+  *count = static_cast<size_t>(n);
+  return close;
+}
+
 // The common array of ids read straight from its text: `p` stands on the '[' of an array the
 // parser has not read; the document ends at `end`, which has at least kJsonPadding readable bytes
 // after it. Succeeds only when every element is a plain non-negative integer (no sign, fraction,
@@ -191,6 +228,11 @@ const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std
                                size_t* count) {
   const size_t first = ids.size();
   if (static_cast<size_t>(end - p) > kPlainIdLaneMinBytes) {  // the array may be long enough
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      if (WideIdScanEnabled()) {
+        if (const char* close = ScanPlainUintArrayWide(p, end, max, ids, count)) return close;
+      }
+    }
     if (const char* close = ScanPlainUintArrayInLanes(p, end, max, ids, count)) return close;
     ids.resize(first);
   }

@@ -77,6 +77,13 @@ struct JsonError {
 // times cheaper per byte than the guard's own walk. Linear.
 size_t JsonTooDeepAtFast(std::string_view text);
 
+// Long arrays of plain ids are read 64 bytes at a time with AVX-512 (VBMI2) instructions where
+// the processor has them (JsonWideIdScanAvailable), else by the portable scan; both accept the
+// same texts and give the same answers. SetJsonWideIdScan(false) keeps the reader on the portable
+// scan (tests check each against the other; process-wide, default on).
+bool JsonWideIdScanAvailable();
+void SetJsonWideIdScan(bool enabled);
+
 class JsonReader;
 class JsonElementVisitor;
 
