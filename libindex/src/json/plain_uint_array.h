@@ -203,14 +203,15 @@ inline const char* ScanPlainUintArrayWide(const char* open, const char* end, uin
   if (close == nullptr) return nullptr;
   const char* last = close;
   while (last > first && IsJsonSpace(last[-1])) --last;
-  const size_t kept = ids.size();
-  ids.resize(kept + static_cast<size_t>(last - first) / 2 + 1);
-  const long n = ScanPlainIdsWide(first, last, max, ids.data() + kept);
-  if (n < 0) {
-    ids.resize(kept);
-    return nullptr;
-  }
-  ids.resize(kept + static_cast<size_t>(n));
+  // Into a per-thread buffer that only grows (sizing `ids` to the bound would zero all of it on
+  // every array), then appended.
+  static thread_local std::vector<uint64_t> scratch;
+  const size_t bound = static_cast<size_t>(last - first) / 2 + 1;
+  if (scratch.size() < bound) scratch.resize(bound);
+  const long n = ScanPlainIdsWide(first, last, max, scratch.data());
+  if (n >= 0) ids.insert(ids.end(), scratch.data(), scratch.data() + n);
+  if (scratch.size() > kKeepScratchIds) std::vector<uint64_t>().swap(scratch);
+  if (n < 0) return nullptr;
   *count = static_cast<size_t>(n);
   return close;
 }
