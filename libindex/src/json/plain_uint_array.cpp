@@ -55,7 +55,8 @@ KVINDEX_WIDE_TARGET long WideBlock(const char* p, size_t left, bool first, uint6
   const __mmask64 spaces = (_mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8(' ')) |
                             _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8('\n')) |
                             _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8('\r')) |
-                            _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8('\t'))) & range;
+                            _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8('\t'))) &
+                           range;
   const __mmask64 starts = digits & ~(digits << 1);
   __mmask64 ends = ~digits & (digits << 1) & range;
   // The array's last element ends at `left`; at 64 (beyond the mask) it is left to the next block.
@@ -80,9 +81,9 @@ KVINDEX_WIDE_TARGET long WideBlock(const char* p, size_t left, bool first, uint6
     return -1;  // a leading zero
   }
   const __m512i iota = _mm512_set_epi8(
-      63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40,
-      39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
-      15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+      40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+      17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i start_at = _mm512_maskz_compress_epi8(read_starts, iota);
   const __m512i end_at = _mm512_maskz_compress_epi8(ends, iota);
   const __m512i widths = _mm512_sub_epi8(end_at, start_at);
