@@ -13,11 +13,12 @@
 
 namespace kvindex {
 
-// Upper bounds of the buckets, seconds: fine below 100 ms, where a live replica's lag lies,
-// coarse up to a minute for a replica catching up.
-inline constexpr std::array<double, 23> kLagHistogramBounds = {
-    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
-    0.1,    0.15,  0.2,   0.3,   0.5,   1.0,    2.0,  5.0,   10.0, 30.0, 60.0};
+// Upper bounds of the buckets, seconds: fine up to 150 ms, where a live replica's lag and its
+// tail lie (no wider than 25 ms there, so that a p99 read from the buckets is close), coarse up to
+// a minute for a replica catching up.
+inline constexpr std::array<double, 26> kLagHistogramBounds = {
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06,
+    0.075,  0.1,   0.125, 0.15,  0.2,   0.3,    0.5,  1.0,   2.0,  5.0,  10.0, 30.0, 60.0};
 
 struct LagHistogram {
   // Delays per bucket, not cumulative: buckets[i] counts those at most kLagHistogramBounds[i]
