@@ -128,7 +128,7 @@ bool WideIdScanAvailable() {
 }
 
 long ScanPlainIdsWide(const char* first, const char* last, uint64_t max, uint64_t* out) {
-  if (max < 99999999 || !WideIdScanAvailable() || first >= last) return -1;
+  if (max < kWideIdScanMinMax || !WideIdScanAvailable() || first >= last) return -1;
   long count = 0;
   for (const char* p = first; p < last;) {
     size_t advance = 0;

@@ -185,7 +185,8 @@ const char* ScanPlainUintArrayInLanes(const char* open, const char* end, uint64_
 // element's last digit: ids of 1 to 8 digits without a leading zero, each pair separated by one
 // ',' and any JSON whitespace. Writes them to `out` (room for (last - first) / 2 + 1 values) and
 // returns how many, or -1 when the text is anything else (the caller then reads it another way,
-// which decides what it is) or `max` is below 99,999,999.
+// which decides what it is) or `max` is below kWideIdScanMinMax (it takes every id of 8 digits).
+inline constexpr uint64_t kWideIdScanMinMax = 99'999'999;
 long ScanPlainIdsWide(const char* first, const char* last, uint64_t max, uint64_t* out);
 // Whether this processor runs ScanPlainIdsWide, and whether the reader uses it (on by default
 // where it runs; tests turn it off to check the other paths against it).
@@ -230,7 +231,7 @@ const char* ScanPlainUintArray(const char* p, const char* end, uint64_t max, std
   const size_t first = ids.size();
   if (static_cast<size_t>(end - p) > kPlainIdLaneMinBytes) {  // the array may be long enough
     if constexpr (std::is_same_v<T, uint64_t>) {
-      if (WideIdScanEnabled()) {
+      if (max >= kWideIdScanMinMax && WideIdScanEnabled()) {
         if (const char* close = ScanPlainUintArrayWide(p, end, max, ids, count)) return close;
       }
     }
