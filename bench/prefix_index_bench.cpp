@@ -27,6 +27,14 @@
 //                                index grows by 200 k blocks/s, so it needs a new 2 MiB record chunk
 //                                every 65,536 blocks and its tables double now and then): whether
 //                                growing stalls queries (max_ns, and over_1ms: how many queries took more than 1 ms). Baseline: ..._MatchBesideGrowth.
+//  BM_PrefixIndex_GrowthStall    the writer alone storing 4,000,000 fresh blocks into an empty
+//                                index (80,000 batches of 50 one-block events, fresh engine hashes:
+//                                the block table and the engine map both grow 30 times, in the
+//                                same batches): each batch's Apply timed; max_ms (the longest:
+//                                both tables' largest growth), p9999_ms, over_10ms and over_50ms
+//                                (batches), blocks_per_s. What growth costs ingest and a
+//                                replica's lag; the tables build their next arrays ahead on a
+//                                helper thread (docs/architecture.md "Index concurrency").
 //  BM_PrefixIndex_Miss           a 2,048-token query whose first block is absent.
 //  BM_PrefixIndex_Memory         bytes_per_block = resident bytes (RSS delta, /proc/self/statm, with
 //                                glibc told to map and unmap every large allocation and trimmed
@@ -440,6 +448,57 @@ void BM_PrefixIndex_MatchUnderGrowth(benchmark::State& state) { MatchWhileWritin
 void BM_PrefixIndex_MatchBesideGrowth(benchmark::State& state) { MatchWhileWriting(state, false, true); }
 BENCHMARK(BM_PrefixIndex_MatchUnderGrowth)->Args({128, 1})->UseRealTime()->MinTime(2);
 BENCHMARK(BM_PrefixIndex_MatchBesideGrowth)->Args({128, 1})->UseRealTime()->MinTime(2);
+
+// ------------------------------------------------------------------ growth
+void BM_PrefixIndex_GrowthStall(benchmark::State& state) {
+  constexpr int kEvents = 50;
+  constexpr int kBatches = 80'000;
+  constexpr int kRing = 64;
+  std::mt19937_64 rng(5);
+  std::vector<EventBatch> ring(kRing);
+  for (EventBatch& batch : ring) {
+    for (int e = 0; e < kEvents; ++e) {
+      BlockStored stored;
+      stored.block_hashes.push_back(EngineHash{0});
+      for (uint32_t t = 0; t < kBlockSize; ++t) {
+        stored.token_ids.push_back(static_cast<TokenId>(rng() % 151936));
+      }
+      stored.tier = Tier::Gpu();
+      batch.events.push_back(std::move(stored));
+    }
+  }
+  std::vector<double> ms;
+  ms.reserve(kBatches);
+  double seconds = 0;
+  for (auto _ : state) {
+    PrefixIndex index;
+    const SourceId id = *index.AddSource(Config(0));
+    ms.clear();
+    TokenId fresh = 1u << 20;  // above every random token id
+    const auto start = Clock::now();
+    for (int k = 0; k < kBatches; ++k) {
+      EventBatch& batch = ring[k % kRing];
+      for (Event& e : batch.events) {
+        auto& stored = std::get<BlockStored>(e);
+        stored.token_ids[0] = fresh++;
+        stored.block_hashes[0] = EngineHash{rng()};
+      }
+      const auto t0 = Clock::now();
+      benchmark::DoNotOptimize(index.Apply(id, batch));
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  std::sort(ms.begin(), ms.end());
+  state.counters["max_ms"] = ms.back();
+  state.counters["p9999_ms"] = ms[ms.size() * 9999 / 10000];
+  state.counters["over_10ms"] =
+      static_cast<double>(ms.end() - std::upper_bound(ms.begin(), ms.end(), 10.0));
+  state.counters["over_50ms"] =
+      static_cast<double>(ms.end() - std::upper_bound(ms.begin(), ms.end(), 50.0));
+  state.counters["blocks_per_s"] = kBatches * kEvents / seconds;
+}
+BENCHMARK(BM_PrefixIndex_GrowthStall)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_UnorderedMapBaseline_Match(benchmark::State& state) {
   const MatchFixture& f = Fixture();

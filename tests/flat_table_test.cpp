@@ -4,6 +4,8 @@
 // tail past the nominal capacity and must append slots there) and the first bucket (one long run).
 // After each operation the sizes agree; every few operations every key of the map is found at a
 // slot holding it, and ForEach visits exactly the map's keys. The seed is printed on failure.
+// The same runs with every next slot array built ahead on the helper thread (a threshold of 0
+// bytes) check growth into a prepared array, through Insert / FindOrSlot and BuildGrown / Adopt.
 #include "../libindex/src/index/flat_table.h"
 
 #include <cstdint>
@@ -36,12 +38,15 @@ struct Traits {
   static uint64_t Hash(const Slot& s) { return HashOf(s.key); }
 };
 
+// Returns how many growths used an array built ahead.
 template <int kMode>
-void RunAgainstMap(uint64_t seed, int ops, uint64_t key_range) {
+size_t RunAgainstMap(uint64_t seed, int ops, uint64_t key_range,
+                     size_t prepare_min_bytes = size_t{4} << 20) {
   using Table = FlatTable<Slot, Traits<kMode>>;
-  INFO("seed ", seed, " mode ", kMode);
+  INFO("seed ", seed, " mode ", kMode, " prepare_min_bytes ", prepare_min_bytes);
   std::mt19937_64 rng(seed);
   Table table;
+  table.set_prepare_min_bytes(prepare_min_bytes);
   std::unordered_map<uint64_t, uint32_t> map;
   auto match = [](uint64_t key) { return [key](const Slot& s) { return s.key == key; }; };
   for (int op = 0; op < ops; ++op) {
@@ -116,10 +121,45 @@ void RunAgainstMap(uint64_t seed, int ops, uint64_t key_range) {
     REQUIRE(pos != Table::kNotFound);
     REQUIRE(table.at(pos).value == v);
   }
+  return table.prepared_growths();
 }
 
 TEST_CASE("FlatTable agrees with std::unordered_map under a mixed hash") {
-  for (uint64_t seed = 1; seed <= 6; ++seed) RunAgainstMap<0>(seed, 20000, 3000);
+  for (uint64_t seed = 1; seed <= 6; ++seed) CHECK(RunAgainstMap<0>(seed, 20000, 3000) == 0);
+}
+
+TEST_CASE("FlatTable: growth into arrays built ahead on the helper thread") {
+  size_t prepared = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) prepared += RunAgainstMap<0>(seed, 20000, 3000, 0);
+  for (uint64_t seed = 1; seed <= 3; ++seed) prepared += RunAgainstMap<1>(seed, 3000, 200, 0);
+  for (uint64_t seed = 1; seed <= 3; ++seed) prepared += RunAgainstMap<2>(seed, 3000, 200, 0);
+  CHECK(prepared >= 12 * 5);  // each run grows several times
+
+  // Below the threshold nothing is built ahead; a Reserve() to another capacity drops a prepared
+  // array (it waits for it) and builds its own.
+  using Table = FlatTable<Slot, Traits<0>>;
+  Table small;
+  for (uint64_t k = 0; k < 5000; ++k) small.Insert(Traits<0>::HashOf(k), {k, 1});
+  CHECK(small.prepared_growths() == 0);
+  Table table;
+  table.set_prepare_min_bytes(0);
+  uint64_t k = 0;
+  for (; k < 1000; ++k) table.Insert(Traits<0>::HashOf(k), {k, 2});
+  while (!table.NeedsGrow()) {
+    table.Insert(Traits<0>::HashOf(k), {k, 2});
+    ++k;
+  }
+  const size_t before = table.prepared_growths();
+  CHECK(before > 0);
+  table.Reserve(table.capacity() * 3);
+  CHECK(table.prepared_growths() == before);
+  for (uint64_t j = 0; j < k; ++j) {
+    const size_t pos = table.Find(Traits<0>::HashOf(j), [j](const Slot& s) { return s.key == j; });
+    REQUIRE(pos != Table::kNotFound);
+  }
+  for (uint64_t j = k; j < 4 * k; ++j) table.Insert(Traits<0>::HashOf(j), {j, 3});
+  CHECK(table.size() == 4 * k);
+  CHECK(table.prepared_growths() > before);
 }
 
 TEST_CASE("FlatTable: runs at the last bucket continue into an appended tail") {

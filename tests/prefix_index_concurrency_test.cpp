@@ -184,10 +184,12 @@ TEST_SUITE("prefix_index") {
   }
 
   TEST_CASE("Concurrency: queries while the index grows across record chunks") {
-    // Block records come in chunks of 65,536, and the writer maps a new chunk with the exclusive
-    // lock released (docs/architecture.md, "Index concurrency"). 3 x 65,536 fresh 1-block stores
-    // cross three chunk boundaries while readers query prompts stored before them: each answer must
-    // still hold the whole prompt, and the block count a reader sees never goes down.
+    // Block records come in chunks of 65,536, mapped ahead by a helper thread and taken over by
+    // the writer with the exclusive lock released; tables whose next slot array reaches 4 MiB
+    // have it built ahead too (docs/architecture.md, "Index concurrency"). 6 x 65,536 fresh
+    // 1-block stores cross six chunk boundaries and take the block table (8-byte slots) and the
+    // engine map (12) past that size while readers query prompts stored before them: each answer
+    // must still hold the whole prompt, and the block count a reader sees never goes down.
     PrefixIndex index;
     const auto ids = AddSources(index);
     const Stream s = MakeStream(11, 0);
@@ -225,7 +227,7 @@ TEST_SUITE("prefix_index") {
         }
       });
     }
-    constexpr uint32_t kFresh = 3 * 65536;
+    constexpr uint32_t kFresh = 6 * 65536;
     constexpr uint32_t kPerBatch = 50;
     TokenId token = 1u << 20;  // above every prompt's token ids: nothing fresh matches a prompt
     int apply_failures = 0;

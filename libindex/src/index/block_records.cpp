@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <new>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -52,21 +54,33 @@ std::unique_ptr<Block[], UnmapChunk> MapChunk() {
 
 }  // namespace
 
-// A new chunk is mapped outside the exclusive section: MapChunk() writes every record of the
-// fresh 2 MiB, and faulting that in cost ~10 ms on the 2-vCPU VM (its host hands free memory
-// back, so first touches are slow), a stall every 65,536 new blocks for every query waiting on
-// the lock (docs/benchmarks.md, "Index"). Readers index `chunks`, so the lock is held for
-// the push_back. The caller's table position stays valid: only the writer mutates the table.
+PrefixIndex::Impl::NewChunk PrefixIndex::Impl::MakeChunk(bool evicting) {
+  NewChunk made{MapChunk(), nullptr};
+  if (evicting) made.second = std::make_unique<std::atomic<uint64_t>[]>(kChunkSize);
+  return made;
+}
+
+// A new chunk is needed every 65,536 new blocks, and MapChunk() writes every record of the fresh
+// 2 MiB: faulting that in cost ~10 ms on the 2-vCPU VM (its host hands free memory back, so first
+// touches are slow). So the next chunk is mapped on a helper thread once the current one is three
+// quarters full, and the writer only takes it over (docs/architecture.md "Index concurrency").
+// Should the helper not be done, or no thread be had, the writer waits for it or maps the chunk
+// itself, outside the exclusive section either way. Readers index `chunks`, so the lock is held
+// for the push_back. The caller's table position stays valid: only the writer mutates the table.
 uint32_t PrefixIndex::Impl::NewRecord() {
+  if ((allocated & (kChunkSize - 1)) == kChunkSize / 4 * 3 && !next_chunk.valid()) {
+    try {
+      next_chunk = std::async(std::launch::async, MakeChunk, evicting());
+      chunk_ahead.store(true, std::memory_order_relaxed);
+    } catch (const std::system_error&) {
+      // No helper thread: the chunk is mapped when it is needed.
+    }
+  }
   if ((allocated >> kChunkBits) >= chunks.size()) {
     BuildOutside(
-        [&] {
-          std::pair<std::unique_ptr<Block[], UnmapChunk>, std::unique_ptr<std::atomic<uint64_t>[]>>
-              made { MapChunk(), nullptr };
-          if (evicting()) made.second = std::make_unique<std::atomic<uint64_t>[]>(kChunkSize);
-          return made;
-        },
-        [&](auto& made) {
+        [&] { return next_chunk.valid() ? next_chunk.get() : MakeChunk(evicting()); },
+        [&](NewChunk& made) {
+          chunk_ahead.store(false, std::memory_order_relaxed);
           chunks.push_back(std::move(made.first));
           if (made.second) touch_chunks.push_back(std::move(made.second));
         });

@@ -14,14 +14,28 @@
 //   static uint64_t Hash(const Slot&);     // the hash the slot was inserted with (for rehash)
 // The home bucket depends only on the high 32 bits of the hash, so a slot may keep just those.
 //
-// Thread safety: none; PrefixIndex guards it with its reader-writer lock.
+// Growing into fresh memory costs the writer more than the rehash itself: the kernel (and, on a
+// virtual machine, the hypervisor) must back every new page, 1.3-2.3 ms per MiB on the 2-vCPU
+// test VM against about 0.1 ms to fill memory already backed (docs/architecture.md "Index
+// concurrency"). So a table whose next slot array is large (at least prepare_min_bytes(), 4 MiB
+// by default) builds that array, filled with empty slots, on a helper thread once its load
+// reaches 0.77, and grows at 0.8 into it; the writer then only places the slots. A growth that
+// comes before the helper is done waits for it (no worse than building the array itself). The
+// later the start, the shorter the time the next array's memory is held beside the table's;
+// 0.77 leaves the helper about 4% of the table's size in inserts (tens of ms at 3 M inserts/s).
+//
+// Thread safety: none; PrefixIndex guards it with its reader-writer lock. The helper thread
+// touches only the array it builds, which the table takes over through a std::future.
 #ifndef KVINDEX_SRC_FLAT_TABLE_H_
 #define KVINDEX_SRC_FLAT_TABLE_H_
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <future>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -58,7 +72,10 @@ class FlatTable {
   size_t size() const { return size_; }
   // Slot positions are below capacity() (homes below the nominal capacity, runs into the tail).
   size_t capacity() const { return slots_.size(); }
-  size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
+  // The slot array's bytes and, while one is built ahead, the next one's.
+  size_t bytes() const {
+    return slots_.capacity() * sizeof(Slot) + prepared_bytes_.load(std::memory_order_relaxed);
+  }
 
   // The home bucket of a hash: its high 32 bits scaled onto the capacity (Lemire's multiply-shift
   // range reduction), so the capacity need not be a power of two and may grow by 1.5x, which keeps
@@ -83,7 +100,7 @@ class FlatTable {
   // probe run, false}.
   template <typename Match>
   std::pair<size_t, bool> FindOrSlot(uint64_t h, Match&& match) {
-    if ((size_ + 1) * 5 > cap_ * 4) Grow(NextCapacity(cap_));
+    if (NeedsGrow()) Grow(NextCapacity(cap_));
     const size_t end = slots_.size();
     for (size_t i = Home(h); i < end; ++i) {
       const Slot& s = slots_[i];
@@ -115,7 +132,7 @@ class FlatTable {
 
   // Inserts `slot` (whose hash is `h`); the caller has checked it is absent. Returns its position.
   size_t Insert(uint64_t h, const Slot& slot) {
-    if ((size_ + 1) * 5 > cap_ * 4) Grow(NextCapacity(cap_));
+    if (NeedsGrow()) Grow(NextCapacity(cap_));
     const size_t i = Place(slots_, Home(h), slot);
     ++size_;
     return i;
@@ -142,17 +159,28 @@ class FlatTable {
   // exclusive lock: NeedsGrow() says the next insert would grow; BuildGrown() is const (it only
   // reads this table, like concurrent readers do) and returns the rehashed slots; Adopt() swaps
   // them in (O(1)) and hands back the old slots for the caller to free later. Valid as long as the
-  // table does not change between BuildGrown() and Adopt().
-  bool NeedsGrow() const { return (size_ + 1) * 5 > cap_ * 4; }
+  // table does not change between BuildGrown() and Adopt(). NeedsGrow() also starts building the
+  // next slot array on the helper thread when the load reaches 0.77 (see above); only the writer
+  // calls it.
+  bool NeedsGrow() const { return size_ + 1 > event_at_ && AtEvent(); }
   std::vector<Slot> BuildGrown() const {
-    std::vector<Slot> fresh;
+    std::vector<Slot> fresh = EmptySlots(NextCapacity(cap_));
     Rehash(slots_, fresh, NextCapacity(cap_));
     return fresh;
   }
   void Adopt(std::vector<Slot>& fresh) {
     fresh.swap(slots_);
-    cap_ = NextCapacity(cap_);
+    SetCapacity(NextCapacity(cap_));
   }
+
+  // Slot arrays of at least this many bytes are built ahead on the helper thread.
+  size_t prepare_min_bytes() const { return prepare_min_bytes_; }
+  void set_prepare_min_bytes(size_t bytes) {
+    prepare_min_bytes_ = bytes;
+    SetCapacity(cap_);
+  }
+  // How many slot arrays were built ahead and then grown into (for tests and benches).
+  size_t prepared_growths() const { return prepared_growths_; }
 
   void Reserve(size_t n) {
     const size_t cap = n + n / 4 + 16;
@@ -174,10 +202,54 @@ class FlatTable {
   static size_t NextCapacity(size_t cap) { return cap < 16 ? 16 : cap + cap / 2; }
 
   void Grow(size_t cap) {
-    std::vector<Slot> fresh;
+    std::vector<Slot> fresh = EmptySlots(cap);
     Rehash(slots_, fresh, cap);
     fresh.swap(slots_);
+    SetCapacity(cap);
+  }
+
+  // After a change of capacity: the loads at which to grow (0.8) and, for a large next array, to
+  // start building it ahead (0.77).
+  void SetCapacity(size_t cap) {
     cap_ = cap;
+    grow_at_ = cap * 4 / 5;  // (size + 1) > grow_at_  <=>  (size + 1) * 5 > cap * 4
+    const size_t next_bytes = (NextCapacity(cap) + kTail) * sizeof(Slot);
+    event_at_ = next_bytes >= prepare_min_bytes_ && !prepared_.valid() ? cap * 77 / 100 : grow_at_;
+  }
+  // size_ + 1 > event_at_: true when the next insert must grow; otherwise the load has reached
+  // 0.77, and the helper starts building the next array.
+  [[gnu::noinline]] bool AtEvent() const {
+    if (size_ + 1 > grow_at_) return true;
+    event_at_ = grow_at_;
+    const size_t cap = NextCapacity(cap_);
+    try {
+      prepared_ = std::async(std::launch::async, &FlatTable::MakeEmptySlots, cap);
+      prepared_cap_ = cap;
+      prepared_bytes_.store((cap + kTail) * sizeof(Slot), std::memory_order_relaxed);
+    } catch (const std::system_error&) {
+      // No thread to be had: the growth builds its array itself.
+    }
+    return false;
+  }
+  // An array of cap + kTail empty slots: the one built ahead when it has that capacity, else a
+  // new one. Waits for the helper if it is still building.
+  std::vector<Slot> EmptySlots(size_t cap) const {
+    if (prepared_.valid()) {
+      std::vector<Slot> ready = prepared_.get();
+      prepared_bytes_.store(0, std::memory_order_relaxed);
+      if (prepared_cap_ == cap) {
+        ++prepared_growths_;
+        return ready;
+      }
+    }
+    return MakeEmptySlots(cap);
+  }
+  static std::vector<Slot> MakeEmptySlots(size_t cap) {
+    std::vector<Slot> to;
+    to.reserve(cap + kTail);
+    if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(to.data(), cap * sizeof(Slot));
+    to.assign(cap + kTail, Traits::MakeEmpty());
+    return to;
   }
 
   // Puts `slot` in the first empty position of `to` from `i` on, appending one when the run
@@ -193,11 +265,8 @@ class FlatTable {
     return i;
   }
 
-  // Fills `to` with the members of `from` in a table of capacity `cap` (and its tail).
+  // Places the members of `from` in `to`, cap + kTail empty slots (a table of capacity `cap`).
   static void Rehash(const std::vector<Slot>& from, std::vector<Slot>& to, size_t cap) {
-    to.reserve(cap + kTail);
-    if (cap * sizeof(Slot) >= (size_t{4} << 20)) AdviseHugePages(to.data(), cap * sizeof(Slot));
-    to.assign(cap + kTail, Traits::MakeEmpty());
     for (const Slot& s : from) {
       if (Traits::Empty(s)) continue;
       Place(to, static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32), s);
@@ -207,6 +276,15 @@ class FlatTable {
   std::vector<Slot> slots_;
   size_t cap_ = 0;
   size_t size_ = 0;
+  size_t grow_at_ = 0;
+  size_t prepare_min_bytes_ = size_t{4} << 20;
+  // Growth state the writer changes in const NeedsGrow() / BuildGrown() (readers never use it).
+  mutable size_t event_at_ = 0;
+  mutable std::future<std::vector<Slot>> prepared_;
+  mutable size_t prepared_cap_ = 0;
+  mutable size_t prepared_growths_ = 0;
+  // Read by stats() in readers, hence atomic.
+  mutable std::atomic<size_t> prepared_bytes_{0};
 };
 
 }  // namespace kvindex::internal

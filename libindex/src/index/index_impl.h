@@ -24,6 +24,7 @@
 #include <bit>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,11 @@ struct PrefixIndex::Impl {
 
   // --- state read by queries (mutated only under the exclusive lock) ---
   std::vector<std::unique_ptr<Block[], UnmapChunk>> chunks;
+  // A new chunk of records and, with max_blocks, its touch stamps (block_records.cpp).
+  using NewChunk =
+      std::pair<std::unique_ptr<Block[], UnmapChunk>, std::unique_ptr<std::atomic<uint64_t>[]>>;
+  // A chunk and, when the index evicts, its touch stamps, every record written (faulted in).
+  static NewChunk MakeChunk(bool evicting);
   // Last-touch stamps (stored or matched), only with max_blocks; queries write them (relaxed).
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> touch_chunks;
   uint32_t allocated = 0;  // block records handed out (free ones included)
@@ -144,6 +150,10 @@ struct PrefixIndex::Impl {
   mutable bool copy_busy = false;
 
   // --- writer-only state ---
+  // The next chunk, mapped on a helper thread since the current one became 3/4 full, and
+  // whether there is one (read by stats() in readers).
+  std::future<NewChunk> next_chunk;
+  std::atomic<bool> chunk_ahead{false};
   std::vector<HeapEntry> heap;
   uint32_t ops_in_section = 0;
   std::vector<Pending> pending;

@@ -216,7 +216,9 @@ IndexStats PrefixIndex::stats() const {
   s.tokenless = im.tokenless;
   s.unmapped = im.unmapped;
   s.evictions = im.evictions;
-  uint64_t bytes = im.chunks.size() * static_cast<uint64_t>(kChunkSize) * sizeof(Block) +
+  const uint64_t mapped_chunks =
+      im.chunks.size() + (im.chunk_ahead.load(std::memory_order_relaxed) ? 1 : 0);
+  uint64_t bytes = mapped_chunks * static_cast<uint64_t>(kChunkSize) * sizeof(Block) +
                    im.chunks.capacity() * sizeof(void*) + im.table.bytes() +
                    im.free_list.capacity() * sizeof(uint32_t) +
                    im.heap.capacity() * sizeof(HeapEntry) + im.overflow_bytes +
