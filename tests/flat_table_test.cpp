@@ -41,12 +41,15 @@ struct Traits {
 // Returns how many growths used an array built ahead.
 template <int kMode>
 size_t RunAgainstMap(uint64_t seed, int ops, uint64_t key_range,
-                     size_t prepare_min_bytes = size_t{4} << 20) {
+                     size_t prepare_min_bytes = size_t{4} << 20,
+                     size_t parallel_min_slots = size_t{1} << 20) {
   using Table = FlatTable<Slot, Traits<kMode>>;
-  INFO("seed ", seed, " mode ", kMode, " prepare_min_bytes ", prepare_min_bytes);
+  INFO("seed ", seed, " mode ", kMode, " prepare_min_bytes ", prepare_min_bytes,
+       " parallel_min_slots ", parallel_min_slots);
   std::mt19937_64 rng(seed);
   Table table;
   table.set_prepare_min_bytes(prepare_min_bytes);
+  table.set_parallel_min_slots(parallel_min_slots);
   std::unordered_map<uint64_t, uint32_t> map;
   auto match = [](uint64_t key) { return [key](const Slot& s) { return s.key == key; }; };
   for (int op = 0; op < ops; ++op) {
@@ -134,7 +137,20 @@ TEST_CASE("FlatTable: growth into arrays built ahead on the helper thread") {
   for (uint64_t seed = 1; seed <= 3; ++seed) prepared += RunAgainstMap<1>(seed, 3000, 200, 0);
   for (uint64_t seed = 1; seed <= 3; ++seed) prepared += RunAgainstMap<2>(seed, 3000, 200, 0);
   CHECK(prepared >= 12 * 5);  // each run grows several times
+}
 
+TEST_CASE("FlatTable: slots placed on two threads when a large table grows") {
+  // From 32 slots on, every growth splits the old slots at an empty one and places the two
+  // halves on two threads (members whose run crosses the split are placed afterwards).
+  for (uint64_t seed = 1; seed <= 6; ++seed) RunAgainstMap<0>(seed, 20000, 3000, 0, 32);
+  for (uint64_t seed = 7; seed <= 9; ++seed) {
+    RunAgainstMap<0>(seed, 20000, 3000, size_t{4} << 20, 32);
+  }
+  for (uint64_t seed = 1; seed <= 3; ++seed) RunAgainstMap<1>(seed, 3000, 200, 0, 32);
+  for (uint64_t seed = 1; seed <= 3; ++seed) RunAgainstMap<2>(seed, 3000, 200, 0, 32);
+}
+
+TEST_CASE("FlatTable: Reserve drops an array built ahead of another capacity") {
   // Below the threshold nothing is built ahead; a Reserve() to another capacity drops a prepared
   // array (it waits for it) and builds its own.
   using Table = FlatTable<Slot, Traits<0>>;
