@@ -279,12 +279,12 @@ class FlatTable {
   // placed once both are done. Linear probing does not depend on the order of insertion, so the
   // result is a valid table either way.
   void Rehash(const std::vector<Slot>& from, std::vector<Slot>& to, size_t cap) const {
-    size_t p = from.size() / 2;
-    if (from.size() >= parallel_min_slots_ && cap_ != 0) {
+    size_t p = from.size();  // no split
+    if (from.size() >= parallel_min_slots_ && cap_ != 0 && from.size() < UINT32_MAX) {
+      p = from.size() / 2;
       while (p < from.size() && !Traits::Empty(from[p])) ++p;
     }
-    if (from.size() < parallel_min_slots_ || cap_ == 0 || p >= from.size() ||
-        p + 1 > UINT32_MAX) {
+    if (p == from.size()) {
       PlaceRange(from, 0, from.size(), to, cap, to.size(), nullptr);
       return;
     }
