@@ -150,6 +150,33 @@ TEST_CASE("FlatTable: slots placed on two threads when a large table grows") {
   for (uint64_t seed = 1; seed <= 3; ++seed) RunAgainstMap<2>(seed, 3000, 200, 0, 32);
 }
 
+TEST_CASE("FlatTable: the bound between the two placing threads") {
+  // Against a direct search: every 32-bit hash prefix t with an old home above p has a new home
+  // at or above the bound; every one with an old home below p has a new home at or below it.
+  std::mt19937_64 rng(3);
+  auto home = [](uint64_t t, size_t cap) { return static_cast<size_t>((t * cap) >> 32); };
+  for (int round = 0; round < 20000; ++round) {
+    const size_t old_cap = 32 + rng() % (round % 2 == 0 ? 5000 : 50'000'000);
+    const size_t new_cap = old_cap + old_cap / 2;
+    const size_t p = rng() % old_cap;
+    const size_t bound = FlatTable<Slot, Traits<0>>::SplitBound(p, old_cap, new_cap);
+    INFO("old_cap ", old_cap, " p ", p, " bound ", bound);
+    // The smallest t whose old home exceeds p, by bisection.
+    uint64_t lo = 0, hi = uint64_t{1} << 32;
+    while (lo < hi) {
+      const uint64_t mid = (lo + hi) / 2;
+      if (home(mid, old_cap) > p) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lo < (uint64_t{1} << 32)) REQUIRE(home(lo, new_cap) >= bound);
+    if (lo > 0) REQUIRE(home(lo - 1, new_cap) <= bound);  // old home p or below
+    REQUIRE(bound <= new_cap);
+  }
+}
+
 TEST_CASE("FlatTable: Reserve drops an array built ahead of another capacity") {
   // Below the threshold nothing is built ahead; a Reserve() to another capacity drops a prepared
   // array (it waits for it) and builds its own.

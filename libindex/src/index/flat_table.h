@@ -183,6 +183,14 @@ class FlatTable {
   }
   // Growths from a table of at least this many slots place them on two threads (Rehash()).
   void set_parallel_min_slots(size_t slots) { parallel_min_slots_ = slots; }
+  // Where a growth from capacity `old_cap` to `new_cap` split at empty slot `p` (< 2^32) puts the
+  // bound between its two threads: the new home of the smallest high-32-bit hash whose old home
+  // is p + 1 or more. A hash with an old home above p has a new home at or above it, one with an
+  // old home below p a new home at or below it (homes only grow with the hash).
+  static size_t SplitBound(size_t p, size_t old_cap, size_t new_cap) {
+    const uint64_t t_min = ((uint64_t{p + 1} << 32) + old_cap - 1) / old_cap;
+    return std::min<size_t>(static_cast<size_t>((t_min * new_cap) >> 32), new_cap);
+  }
   // How many slot arrays were built ahead and then grown into (for tests and benches).
   size_t prepared_growths() const { return prepared_growths_; }
 
@@ -288,9 +296,7 @@ class FlatTable {
       PlaceRange(from, 0, from.size(), to, cap, to.size(), nullptr);
       return;
     }
-    // The smallest high-32-bit hash whose old home is p + 1, and its new home.
-    const uint64_t t_min = (((p + 1) << 32) + cap_ - 1) / cap_;
-    const size_t limit = std::min<size_t>(static_cast<size_t>((t_min * cap) >> 32), cap);
+    const size_t limit = SplitBound(p, cap_, cap);
     std::vector<Slot> kept_first;
     std::vector<Slot> kept_second;
     std::future<void> second;
