@@ -70,7 +70,10 @@ PrefixIndex::Impl::NewChunk PrefixIndex::Impl::MakeChunk(bool evicting) {
 uint32_t PrefixIndex::Impl::NewRecord() {
   if ((allocated & (kChunkSize - 1)) == kChunkSize / 4 * 3 && !next_chunk.valid()) {
     try {
-      next_chunk = std::async(std::launch::async, MakeChunk, evicting());
+      next_chunk = std::async(std::launch::async, [evicting = evicting()] {
+        internal::LowerHelperPriority();
+        return MakeChunk(evicting);
+      });
       chunk_ahead.store(true, std::memory_order_relaxed);
     } catch (const std::system_error&) {
       // No helper thread: the chunk is mapped when it is needed.

@@ -31,6 +31,8 @@
 #define KVINDEX_SRC_FLAT_TABLE_H_
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -62,6 +64,14 @@ inline void AdviseHugePages(void* p, size_t bytes) {
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
   if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+// Lowers the calling thread's priority (nice 10; on Linux a thread's own) for the index's helper
+// threads: what they prepare is needed only at the next growth, and at live ingest rates there is
+// time to spare, while queries running beside them are waited for. Advice only: errors are
+// ignored.
+inline void LowerHelperPriority() {
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
 }
 
 template <typename Slot, typename Traits>
@@ -235,7 +245,10 @@ class FlatTable {
     event_at_ = grow_at_;
     const size_t cap = NextCapacity(cap_);
     try {
-      prepared_ = std::async(std::launch::async, &FlatTable::MakeEmptySlots, cap);
+      prepared_ = std::async(std::launch::async, [cap] {
+        LowerHelperPriority();
+        return MakeEmptySlots(cap);
+      });
       prepared_cap_ = cap;
       prepared_bytes_.store((cap + kTail) * sizeof(Slot), std::memory_order_relaxed);
     } catch (const std::system_error&) {
@@ -302,6 +315,7 @@ class FlatTable {
     std::future<void> second;
     try {
       second = std::async(std::launch::async, [&] {
+        LowerHelperPriority();
         PlaceRange(from, p + 1, from.size(), to, cap, to.size(), &kept_second);
       });
     } catch (const std::system_error&) {
