@@ -46,7 +46,14 @@ wait "$pubpid" || fail "publish-fake: $(cat "$TMP/pub.err")"
 wait_acked "$http_ing" none || fail "ingester caught up"
 grep -q "journal DOWN: [1-9][0-9]* pending" "$TMP/ing.err" || fail "status line never showed the journal down"
 last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])')
-wait_lag0 "$http_rep" "$last" || fail "replica lag after the outage: $(tail -5 "$TMP/rep.err")"
+rep_log() {  # the replica's log on failure: a sanitizer's report whole, else the last lines
+  if grep -q "ERROR: .*Sanitizer" "$TMP/rep.err"; then
+    sed -n '/ERROR: .*Sanitizer/,$p' "$TMP/rep.err" | head -120
+  else
+    tail -5 "$TMP/rep.err"
+  fi
+}
+wait_lag0 "$http_rep" "$last" || fail "replica lag after the outage: $(rep_log)"
 check_answers "$TMP/q.jsonl" "$http_rep" || fail "replica answers after the outage"
 kill -TERM "$ing"
 wait "$ing" || fail "ingester exit"
