@@ -17,7 +17,7 @@
 // Growing into fresh memory costs the writer more than the rehash itself: the kernel (and, on a
 // virtual machine, the hypervisor) must back every new page, 1.3-2.3 ms per MiB on the 2-vCPU
 // test VM against about 0.1 ms to fill memory already backed (docs/architecture.md "Index
-// concurrency"). So a table whose next slot array is large (at least prepare_min_bytes(), 4 MiB
+// concurrency"). So a table whose next slot array is large (at least set_prepare_min_bytes(), 4 MiB
 // by default) builds that array, filled with empty slots, on a helper thread once its load
 // reaches 0.77, and grows at 0.8 into it; the writer then only places the slots. A growth that
 // comes before the helper is done waits for it (no worse than building the array itself). The
@@ -67,9 +67,11 @@ inline void AdviseHugePages(void* p, size_t bytes) {
 }
 
 // Lowers the calling thread's priority (nice 10; on Linux a thread's own) for the index's helper
-// threads: what they prepare is needed only at the next growth, and at live ingest rates there is
-// time to spare, while queries running beside them are waited for. Advice only: errors are
-// ignored.
+// threads, so that queries running beside them go first: what a building helper prepares is needed
+// only at the next growth, and at live ingest rates there is time to spare. The second placing
+// thread of a growth (Rehash()) is lowered too: the writer waits for it then, but holds no lock,
+// so only ingest is delayed, not queries (docs/benchmarks-http.md "With the index's helper
+// threads"). Advice only: errors are ignored.
 inline void LowerHelperPriority() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
 }
@@ -92,7 +94,10 @@ class FlatTable {
   // The home bucket of a hash: its high 32 bits scaled onto the capacity (Lemire's multiply-shift
   // range reduction), so the capacity need not be a power of two and may grow by 1.5x, which keeps
   // the average load near 0.7 instead of 0.5 (docs/architecture.md "Index memory layout").
-  size_t Home(uint64_t h) const { return static_cast<size_t>(((h >> 32) * cap_) >> 32); }
+  size_t Home(uint64_t h) const { return HomeAt(h, cap_); }
+  static size_t HomeAt(uint64_t h, size_t cap) {
+    return static_cast<size_t>(((h >> 32) * cap) >> 32);
+  }
 
   // Position of the first slot with hash `h` for which `match(slot)` holds, or kNotFound.
   template <typename Match>
@@ -186,7 +191,6 @@ class FlatTable {
   }
 
   // Slot arrays of at least this many bytes are built ahead on the helper thread.
-  size_t prepare_min_bytes() const { return prepare_min_bytes_; }
   void set_prepare_min_bytes(size_t bytes) {
     prepare_min_bytes_ = bytes;
     SetCapacity(cap_);
@@ -327,9 +331,7 @@ class FlatTable {
     for (const Slot& s : kept_first) Place(to, HomeIn(s, cap), s);
     for (const Slot& s : kept_second) Place(to, HomeIn(s, cap), s);
   }
-  static size_t HomeIn(const Slot& s, size_t cap) {
-    return static_cast<size_t>(((Traits::Hash(s) >> 32) * cap) >> 32);
-  }
+  static size_t HomeIn(const Slot& s, size_t cap) { return HomeAt(Traits::Hash(s), cap); }
   // Places from[begin, end) in `to` at positions below `stop`; with `kept`, a member whose run
   // reaches `stop` goes there instead (without it, it is appended when `stop` is the end).
   static void PlaceRange(const std::vector<Slot>& from, size_t begin, size_t end,
