@@ -100,7 +100,19 @@ for r in recs:
 assert len(events) == 2, events
 assert events[0][3] == [4, 5, 6, 7, 8, 9, 10, 11] and events[0][2] is None, events[0]
 assert events[1][3] == [12, 13, 14, 15] and events[1][2] == events[0][1][1], events[1]
-assert json.load(open(sys.argv[2]))["blocks_stored"] == 3
+summary = json.load(open(sys.argv[2]))
+assert summary["blocks_stored"] == 3
+assert summary["sources"][0]["model_blocks"] == 3, summary["sources"][0]
+PYEOF
+# The model's blocks after evictions: what was stored less what was removed.
+run "$KVINDEX" publish-fake --format vllm --count 40 --capacity 8 --out "$TMP/e.kvcap" \
+  --json "$TMP/e.json"
+expect_status 0 "--capacity 8"
+"$PY" - "$TMP/e.json" >"$TMP/check" 2>&1 <<'PYEOF' || fail "model_blocks: $(cat "$TMP/check")"
+import json, sys
+s = json.load(open(sys.argv[1]))["sources"][0]
+assert s["blocks_removed"] > 0, s
+assert s["model_blocks"] == s["blocks_stored"] - s["blocks_removed"] <= 8, s
 PYEOF
 run "$KVINDEX" publish-fake --trace "$TMP/missing.jsonl" --out "$TMP/x.kvcap"
 expect_status 1 "--trace missing file"

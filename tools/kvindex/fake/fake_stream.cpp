@@ -9,6 +9,17 @@ std::string FakeSourceName(const SourceConfig& config) {
   return config.name + "/dp" + std::to_string(*config.dp_rank);
 }
 
+void KeepPayloadsOnly(FakeStream& stream) {
+  for (FakeSource& source : stream.sources) {
+    for (FakeBatch& item : source.items) {
+      item.batch.reset();
+      std::vector<TokenId>().swap(item.recent);
+    }
+  }
+  stream.synthetic.reset();
+  stream.trace.reset();
+}
+
 void CountEvents(FakeBatch& item) {
   if (!item.batch) return;
   const auto& events = item.batch->events;

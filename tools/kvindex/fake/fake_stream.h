@@ -68,6 +68,10 @@ struct FakeStream {
 // with a DP rank label. Re-stated here so publish-fake does not link the index it tests.
 std::string FakeSourceName(const SourceConfig& config);
 
+// Frees what only the simulated subscriber reads (each batch's decoded events and recent prompt,
+// the prompt sources), keeping what the live run sends and the summary counts.
+void KeepPayloadsOnly(FakeStream& stream);
+
 // Counts the wire events and blocks of `item.batch` into `item`'s counters (a Mooncake-seed
 // BlockStoreEvent, a BlockStored and its StoreUpdate, counts as one event).
 void CountEvents(FakeBatch& item);

@@ -80,15 +80,15 @@ void PrintLine(const PublishFakeOptions& o, size_t sources, const Totals& t) {
 }  // namespace
 
 Status WriteSummary(const PublishFakeOptions& o, ReplayStyle style,
-                    const std::vector<FakeSource>& sources, const FakeModel& model,
-                    const PublishRun* run) {
+                    const std::vector<FakeSource>& sources,
+                    const std::vector<size_t>& model_blocks, const PublishRun* run) {
   nlohmann::json summary;
   summary["format"] = o.format;
   summary["replay_style"] = std::string(ReplayStyleName(style));
   Totals t;
   summary["sources"] = nlohmann::json::array();
   for (size_t k = 0; k < sources.size(); ++k) {
-    nlohmann::json j = SourceJson(sources[k], model.blocks(k));
+    nlohmann::json j = SourceJson(sources[k], model_blocks[k]);
     if (run != nullptr) {
       const PublisherCounters& c = run->publishers[k]->counters();
       j["live_messages"] = c.batches;
