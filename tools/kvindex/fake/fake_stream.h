@@ -69,7 +69,8 @@ struct FakeStream {
 std::string FakeSourceName(const SourceConfig& config);
 
 // Frees what only the simulated subscriber reads (each batch's decoded events and recent prompt,
-// the prompt sources), keeping what the live run sends and the summary counts.
+// the prompt sources), keeping what the live run sends and the summary counts, and returns the
+// freed memory to the system.
 void KeepPayloadsOnly(FakeStream& stream);
 
 // Counts the wire events and blocks of `item.batch` into `item`'s counters (a Mooncake-seed
