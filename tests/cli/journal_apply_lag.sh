@@ -5,23 +5,14 @@
 # its own parser), its buckets are cumulative up to +Inf = the count, and every lag lies between 0
 # and the time since the test began (each message was received after that and applied before the
 # scrape); the ingester has no such histogram.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
+journal_start 5
+http_ing=$((base + 3)) http_rep=$((base + 4))
 began=$("$PY" -c 'import time; print(time.time())')
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --http "127.0.0.1:$http_ing" --stats-interval 0 >"$TMP/ing.out" 2>"$TMP/ing.err" &
-PIDS+=($!)
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+SRC=$(fake_source "$pub" replay)
+launch_ingester ing "$http_ing"
+launch_replica rep "$http_rep"
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 300 --rate 3000 --wait-subscribers 1 --wait-timeout 20 --linger 1
 expect_status 0 "publish-fake"

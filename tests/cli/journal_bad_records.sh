@@ -4,24 +4,14 @@
 # (the protocol's PUB, not kvindex's code), are counted as bad records and skipped, and the
 # replica goes on: every final query publish-fake expects is answered exactly once it has
 # applied the stream to its end, and it exits 0 with `bad_records` 2 in its --json.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model" \
-  --journal "$J" --journal-stream kvbad --http "127.0.0.1:$http_ing" --stats-interval 0 \
-  >"$TMP/ing.out" 2>"$TMP/ing.err" &
-PIDS+=($!)
-"$KVINDEX" subscribe --from-journal "$J" --journal-stream kvbad --http "127.0.0.1:$http_rep" \
-  --stats-interval 0 --json "$TMP/rep.json" >"$TMP/rep.out" 2>"$TMP/rep.err" &
-rep=$!
-PIDS+=("$rep")
-wait_port "$http_rep" || fail "replica did not serve"
+journal_start 5
+http_ing=$((base + 3)) http_rep=$((base + 4))
+SRC=$(fake_source "$pub")
+launch_ingester ing "$http_ing" --journal-stream kvbad
+launch_replica rep "$http_rep" --journal-stream kvbad --json "$TMP/rep.json"
+rep=$REP_PID
 # Half the stream, the two bad records, the other half.
 fake() {
   run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --count 100 --rate 2000 \

@@ -6,25 +6,15 @@
 # started from a mid-stream snapshot (no message holds records from both sides of the point a
 # snapshot covers) is exact too; `record --from-journal` splits the messages again: every live
 # batch once, in order, and its replay answers the queries too.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 6)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --journal-batch 8 --snapshot-to-journal 0.1 --snapshot-keep 100 \
-  --http "127.0.0.1:$http_ing" --stats-interval 0 \
-  --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+journal_start 6
+http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
+SRC=$(fake_source "$pub" replay)
+launch_ingester ing "$http_ing" --journal-batch 8 --snapshot-to-journal 0.1 --snapshot-keep 100 \
+  --json "$TMP/ing.json"
+ing=$ING_PID
+launch_replica rep "$http_rep"
 # Fast enough that records wait for the publishing thread together. Drops are rare enough that
 # the ingester often has no hole waiting for a replay, the moment a snapshot's cut needs, also
 # on a loaded machine, so snapshots are taken while batches still arrive.
@@ -67,10 +57,7 @@ expect_status 0 "replay of the export answers every query"
 # A replica from a snapshot taken while batches arrived.
 mid=$(keep_mid_snapshot "$nats" kvindex "$last") || fail "keeping a mid-stream snapshot"
 read -r covered keep <<<"$mid"
-"$KVINDEX" --log-level info subscribe --from-journal "$J" --http "127.0.0.1:$http_rep2" \
-  --stats-interval 0 >"$TMP/rep2.out" 2>"$TMP/rep2.err" &
-PIDS+=($!)
-wait_port "$http_rep2" || fail "second replica did not serve"
+LOG_LEVEL=info launch_replica rep2 "$http_rep2"
 wait_lag0 "$http_rep2" "$last" || fail "second replica lag"
 grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep2.err" || fail "snapshot $keep not loaded"
 check_answers "$TMP/q.jsonl" "$http_rep2" || fail "second replica answers"

@@ -3,9 +3,6 @@
 # replicas: the ingester and a replica are given the server list; the node they are connected to
 # is killed with SIGKILL mid-stream; both move to another node, and the journal ends with every
 # live batch exactly once, nothing lost, and the replica exact.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
 base=$(free_ports 10)
@@ -23,15 +20,10 @@ for i in 0 1 2; do
   nodes+=("$NATS_PID")
 done
 J="nats://127.0.0.1:${client[0]},127.0.0.1:${client[1]},127.0.0.1:${client[2]}"
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model" \
-  --journal "$J" --journal-replicas 3 --http "127.0.0.1:$http_ing" --stats-interval 0 \
-  --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+SRC=$(fake_source "$pub")
+launch_ingester ing "$http_ing" --journal-replicas 3 --json "$TMP/ing.json"
+ing=$ING_PID
+launch_replica rep "$http_rep"
 # The stream exists (the cluster elected its leaders) before the engine starts.
 "$PY" - "$http_ing" <<'PYEOF' || fail "journal stream not ready"
 import json, sys, time, urllib.request

@@ -2,9 +2,6 @@
 # The journal flags: usage errors (exit 2, one line), an unreachable or missing journal (exit 1
 # for an export; a replica or an ingester keeps running and says so), and a journal on a server
 # list. Uses a real nats-server.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
 base=$(free_ports 4)

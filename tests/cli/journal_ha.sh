@@ -3,28 +3,18 @@
 # window keeps each live batch once (message ids = source identity + sequence + bytes), the
 # ingesters count the copies the other had already stored as duplicates, and a replica of the
 # journal answers every final query publish-fake expects.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 6)
-nats=$base pub=$((base + 1)) http_rep=$((base + 3)) http_1=$((base + 4)) http_2=$((base + 5))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
+journal_start 6
+http_rep=$((base + 3)) http_1=$((base + 4)) http_2=$((base + 5))
+SRC=$(fake_source "$pub" replay)
 ingesters=()
 for k in 1 2; do
   http=$((base + 3 + k))
-  "$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-    --journal "$J" --http "127.0.0.1:$http" --stats-interval 0 --json "$TMP/ing$k.json" \
-    >"$TMP/ing$k.out" 2>"$TMP/ing$k.err" &
-  ingesters+=($!)
-  PIDS+=($!)
+  launch_ingester "ing$k" "$http" --json "$TMP/ing$k.json"
+  ingesters+=("$ING_PID")
 done
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+launch_replica rep "$http_rep"
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 300 --rate 3000 --wait-subscribers 2 --wait-timeout 20 --linger 1 \
   --emit-queries "$TMP/q.jsonl"

@@ -1,7 +1,11 @@
 # Helpers for the journal CLI tests (journal_*.sh; not a .sh, so not a test itself): a real
 # nats-server with JetStream on a free loopback port and a temporary store, stopped at the end,
-# and checks of replicas' HTTP answers against publish-fake's expected answers. Sourced after
-# lib.sh, live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (PY).
+# ingesters and replicas started on it, and checks of replicas' HTTP answers against
+# publish-fake's expected answers. A test sources this file alone: it sources lib.sh,
+# live_lib.bash (PIDS, its EXIT trap) and publish_fake_lib.bash (PY) itself.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/live_lib.bash"
+. "$(dirname "${BASH_SOURCE[0]}")/publish_fake_lib.bash"
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
 [ -x "$NATS_SERVER" ] || { echo "FAIL: nats-server not found (scripts/setup.sh installs it)"; exit 1; }
@@ -15,6 +19,57 @@ start_nats() {
   NATS_PID=$!
   PIDS+=("$NATS_PID")
   wait_port "$port" || fail "nats-server on port $port did not start"
+}
+
+# fake_source PORT [replay]: the --source of publish-fake's source fake-0 on PORT (model
+# fake-model), with its replay endpoint on PORT+1 when "replay" is given.
+fake_source() {
+  echo "fake-0=vllm@tcp://127.0.0.1:$1,model=fake-model${2:+,replay=tcp://127.0.0.1:$(($1 + 1))}"
+}
+
+# launch_ingester NAME PORT [ARGS...]: an ingester, `subscribe --source "$SRC" --journal "$J"`
+# serving HTTP on PORT, with ARGS after those flags; its output goes to $TMP/NAME.out and
+# $TMP/NAME.err; its status line every STATS_INTERVAL seconds (default 0: none). Sets ING_PID to
+# its pid (it does not wait for the port).
+launch_ingester() {
+  local name=$1 port=$2
+  shift 2
+  log_flags
+  "$KVINDEX" "${LOG_FLAGS[@]}" subscribe --source "$SRC" --journal "$J" --http "127.0.0.1:$port" \
+    --stats-interval "${STATS_INTERVAL:-0}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  ING_PID=$!
+  PIDS+=("$ING_PID")
+}
+
+# launch_replica NAME PORT [ARGS...]: a replica, `subscribe --from-journal "$J"` serving HTTP on
+# PORT, with ARGS after its own flags; its output is appended to $TMP/NAME.out and $TMP/NAME.err
+# (a restart keeps the earlier run's). Sets REP_PID to its pid and waits until it serves.
+launch_replica() {
+  local name=$1 port=$2
+  shift 2
+  log_flags
+  "$KVINDEX" "${LOG_FLAGS[@]}" subscribe --from-journal "$J" --http "127.0.0.1:$port" \
+    --stats-interval 0 "$@" >>"$TMP/$name.out" 2>>"$TMP/$name.err" &
+  REP_PID=$!
+  PIDS+=("$REP_PID")
+  wait_port "$port" || fail "replica $name on port $port did not serve"
+}
+
+# log_flags: LOG_FLAGS=(--log-level LOG_LEVEL) when LOG_LEVEL is set, else none (for the two
+# launchers above).
+log_flags() {
+  LOG_FLAGS=()
+  [ -z "${LOG_LEVEL:-}" ] || LOG_FLAGS=(--log-level "$LOG_LEVEL")
+}
+
+# journal_start N: N free loopback ports from $base on (nats-server on $nats = base, publish-fake
+# on $pub = base + 1, its replay port, if any, on base + 2; the test names the rest), nats-server
+# started, J its URL.
+journal_start() {
+  base=$(free_ports "$1")
+  nats=$base pub=$((base + 1))
+  start_nats "$nats"
+  J=nats://127.0.0.1:$nats
 }
 
 # wait_port PORT: waits (<= 10 s) until 127.0.0.1:PORT accepts a TCP connection.

@@ -6,20 +6,13 @@
 # protocol from a recorded journal's records, each batch naming its predecessor in the
 # Kvindex-Prev header, computed independently (python3-xxhash: XXH3-64 of the payload, seeded with
 # the batch's sequence; docs/scale-out.md "Order within a source").
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 4)
-nats=$base pub=$((base + 1)) http_ing=$((base + 2)) http_rep=$((base + 3))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
+journal_start 4
+http_ing=$((base + 2)) http_rep=$((base + 3))
 # The records: an ingester's journal of 40 batches, exported as a capture (in order: no failure).
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model" \
-  --journal "$J" --journal-stream src --http "127.0.0.1:$http_ing" --stats-interval 0 \
-  >"$TMP/ing.out" 2>"$TMP/ing.err" &
-PIDS+=($!)
+SRC=$(fake_source "$pub")
+launch_ingester ing "$http_ing" --journal-stream src
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --count 40 --rate 2000 \
   --wait-subscribers 1 --wait-timeout 20 --linger 1 --emit-queries "$TMP/q.jsonl" --query-every 10
 expect_status 0 "publish-fake"
@@ -82,10 +75,7 @@ assert info["state"]["messages"] == len(out), (info["state"], len(out))
 print(len(out))
 PYEOF
 
-"$KVINDEX" subscribe --from-journal "$J" --journal-stream dst --http "127.0.0.1:$http_rep" \
-  --stats-interval 0 >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+launch_replica rep "$http_rep" --journal-stream dst
 last=$("$PY" -c "$JS_PY"$'\n'"print(api($nats, 'STREAM.INFO.dst')['state']['last_seq'])")
 wait_lag0 "$http_rep" "$last" || fail "replica lag"
 check_answers "$TMP/q.jsonl" "$http_rep" || fail "replica answers"

@@ -4,24 +4,14 @@
 # pending, then catches up with nothing lost; the journal then holds exactly the records of the
 # capture the ingester recorded beside it (same order, same bytes: tests/data/journal_compare.py),
 # and a replica that lived through the outage answers every final query exactly.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --record "$TMP/cap.kvcap" --http "127.0.0.1:$http_ing" --stats-interval 0.5 \
-  --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+journal_start 5
+http_ing=$((base + 3)) http_rep=$((base + 4))
+SRC=$(fake_source "$pub" replay)
+STATS_INTERVAL=0.5 launch_ingester ing "$http_ing" --record "$TMP/cap.kvcap" --json "$TMP/ing.json"
+ing=$ING_PID
+launch_replica rep "$http_rep"
 timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 800 --rate 200 --drop-every 17 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
   --emit-queries "$TMP/q.jsonl" >"$TMP/pub.out" 2>"$TMP/pub.err" &

@@ -3,25 +3,16 @@
 # counts it; after NATS is back the journal holds the capture the ingester recorded beside it minus
 # exactly the records and bytes the ingester says it lost, with a journal-lost note for the source
 # (tests/data/journal_compare.py). A replica of that journal ends with no hole left open.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model" \
-  --journal "$J" --journal-buffer 20000 --record "$TMP/cap.kvcap" --http "127.0.0.1:$http_ing" \
-  --stats-interval 0 --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
-"$KVINDEX" subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" --stats-interval 0 \
-  --json "$TMP/rep.json" >"$TMP/rep.out" 2>"$TMP/rep.err" &
-rep=$!
-PIDS+=("$rep")
-wait_port "$http_rep" || fail "replica did not serve"
+journal_start 5
+http_ing=$((base + 3)) http_rep=$((base + 4))
+SRC=$(fake_source "$pub")
+launch_ingester ing "$http_ing" --journal-buffer 20000 --record "$TMP/cap.kvcap" \
+  --json "$TMP/ing.json"
+ing=$ING_PID
+launch_replica rep "$http_rep" --json "$TMP/rep.json"
+rep=$REP_PID
 timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --count 600 --rate 200 \
   --wait-subscribers 1 --wait-timeout 20 --linger 1 >"$TMP/pub.out" 2>"$TMP/pub.err" &
 pubpid=$!

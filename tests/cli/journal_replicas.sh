@@ -4,28 +4,18 @@
 # (its own model, which never links the index) is answered exactly and identically by both; a
 # replica killed with SIGKILL and restarted catches up and is exact again; `record --from-journal`
 # exports the journal as a capture whose replay answers every query, `after` positions included.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 6)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_a=$((base + 4)) http_b=$((base + 5))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --journal-stream kvtest --http "127.0.0.1:$http_ing" --stats-interval 0 \
-  --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
+journal_start 6
+http_ing=$((base + 3)) http_a=$((base + 4)) http_b=$((base + 5))
+SRC=$(fake_source "$pub" replay)
+launch_ingester ing "$http_ing" --journal-stream kvtest --json "$TMP/ing.json"
+ing=$ING_PID
 start_replica() {
-  "$KVINDEX" subscribe --from-journal "$J" --journal-stream kvtest --http "127.0.0.1:$1" \
-    --stats-interval 0 >>"$TMP/rep-$1.out" 2>>"$TMP/rep-$1.err" &
-  PIDS+=($!)
-  wait_port "$1" || fail "replica on $1 did not serve"
+  launch_replica "rep-$1" "$1" --journal-stream kvtest
 }
 start_replica "$http_a"
-rep_a=${PIDS[-1]}
+rep_a=$REP_PID
 start_replica "$http_b"
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 300 --rate 3000 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \

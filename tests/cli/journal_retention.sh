@@ -6,24 +6,18 @@
 # without snapshots says what it could not apply (skipped sequences in /healthz, /metrics and its
 # log) instead of serving as if complete. Last, an ingester given other limits updates the existing
 # stream's. Uses a real nats-server.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 7)
-nats=$base pub=$((base + 1)) http_a=$((base + 3)) http_b=$((base + 4)) http_ra=$((base + 5)) http_rb=$((base + 6))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-SRC="fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))"
-"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret --journal-max-bytes 40000 \
-  --snapshot-to-journal 0.5 --http "127.0.0.1:$http_a" --stats-interval 0 >"$TMP/a.out" 2>"$TMP/a.err" &
-ing_a=$!
-PIDS+=("$ing_a")
-"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret2 --journal-max-bytes 40000 \
-  --journal-max-age 3600 --http "127.0.0.1:$http_b" --stats-interval 0 >"$TMP/b.out" 2>"$TMP/b.err" &
-ing_b=$!
-PIDS+=("$ing_b")
+journal_start 7
+http_a=$((base + 3)) http_b=$((base + 4)) http_ra=$((base + 5)) http_rb=$((base + 6))
+SRC=$(fake_source "$pub" replay)
+LOG_LEVEL=info  # every kvindex started below logs at info
+launch_ingester a "$http_a" --journal-stream kvret --journal-max-bytes 40000 \
+  --snapshot-to-journal 0.5
+ing_a=$ING_PID
+launch_ingester b "$http_b" --journal-stream kvret2 --journal-max-bytes 40000 \
+  --journal-max-age 3600
+ing_b=$ING_PID
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 300 --rate 300 --drop-every 11 --wait-subscribers 2 --wait-timeout 20 --linger 1 \
   --emit-queries "$TMP/q.jsonl" --query-every 30
@@ -53,10 +47,7 @@ first_a=$(first_seq kvret "$last_a") || fail "stream kvret"
 first_b=$(first_seq kvret2 "$last_b") || fail "stream kvret2"
 
 start_replica() {  # start_replica STREAM PORT
-  "$KVINDEX" --log-level info subscribe --from-journal "$J" --journal-stream "$1" --http "127.0.0.1:$2" \
-    --stats-interval 0 >"$TMP/rep-$1.out" 2>"$TMP/rep-$1.err" &
-  PIDS+=($!)
-  wait_port "$2" || fail "replica of $1 did not serve"
+  launch_replica "rep-$1" "$2" --journal-stream "$1"
 }
 start_replica kvret "$http_ra"
 start_replica kvret2 "$http_rb"
@@ -81,19 +72,15 @@ grep -q "the journal no longer holds seq 1\.\.$((first_b - 1)) ($((first_b - 1))
 # An ingester given other limits on an existing stream changes them (said in its log); one given
 # none leaves them.
 http_c=$(free_ports 1)
-"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret2 \
-  --journal-max-bytes 80000 --journal-max-age 7200 --http "127.0.0.1:$http_c" --stats-interval 0 \
-  >"$TMP/c.out" 2>"$TMP/c.err" &
-ing_c=$!
-PIDS+=("$ing_c")
+launch_ingester c "$http_c" --journal-stream kvret2 --journal-max-bytes 80000 \
+  --journal-max-age 7200
+ing_c=$ING_PID
 wait_log "$TMP/c.err" "journal stream 'kvret2': retention changed from max age 3600 s, max bytes 40000 to max age 7200 s, max bytes 80000" \
   || fail "ingester c did not change the retention: $(cat "$TMP/c.err")"
 kill -TERM "$ing_c"
 wait "$ing_c" || fail "ingester c exit"
-"$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --journal-stream kvret2 \
-  --http "127.0.0.1:$http_c" --stats-interval 0 >"$TMP/d.out" 2>"$TMP/d.err" &
-ing_d=$!
-PIDS+=("$ing_d")
+launch_ingester d "$http_c" --journal-stream kvret2
+ing_d=$ING_PID
 wait_port "$http_c" || fail "ingester d did not serve"
 wait_acked "$http_c" none || fail "ingester d journal state"
 kill -TERM "$ing_d"

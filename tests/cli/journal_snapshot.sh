@@ -7,20 +7,14 @@
 # covers and answers every final query publish-fake expects exactly, and never reports itself
 # connected with lag 0 before it has applied the last record; killed with SIGKILL and started
 # again, it does the same. Uses a real nats-server.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 5)
-nats=$base pub=$((base + 1)) http_ing=$((base + 3)) http_rep=$((base + 4))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-"$KVINDEX" --log-level info subscribe --source "fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))" \
-  --journal "$J" --journal-stream kvsnap --snapshot-to-journal 0.5 --snapshot-keep 20 \
-  --http "127.0.0.1:$http_ing" --stats-interval 0 --json "$TMP/ing.json" >"$TMP/ing.out" 2>"$TMP/ing.err" &
-ing=$!
-PIDS+=("$ing")
+journal_start 5
+http_ing=$((base + 3)) http_rep=$((base + 4))
+SRC=$(fake_source "$pub" replay)
+LOG_LEVEL=info launch_ingester ing "$http_ing" --journal-stream kvsnap --snapshot-to-journal 0.5 \
+  --snapshot-keep 20 --json "$TMP/ing.json"
+ing=$ING_PID
 # 300 batches over 3 s: several snapshots are written while they arrive.
 run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub" --replay-port "$((pub + 1))" \
   --count 300 --rate 100 --drop-every 11 --wait-subscribers 1 --wait-timeout 20 --linger 1 \
@@ -60,11 +54,8 @@ json.loads(request(port, "%s.%d.m" % (S, keep + 3), "not a manifest"))' "$nats" 
 [ "$covered" -lt "$last" ] || fail "the snapshot kept covers everything"
 
 start_replica() {
-  "$KVINDEX" --log-level info subscribe --from-journal "$J" --journal-stream kvsnap --http "127.0.0.1:$http_rep" \
-    --stats-interval 0 --json "$TMP/rep.json" >>"$TMP/rep.out" 2>>"$TMP/rep.err" &
-  rep=$!
-  PIDS+=("$rep")
-  wait_port "$http_rep" || fail "replica did not serve"
+  LOG_LEVEL=info launch_replica rep "$http_rep" --journal-stream kvsnap --json "$TMP/rep.json"
+  rep=$REP_PID
 }
 check_replica() {  # check_replica WHAT
   # From its first answer on, the replica never says it is connected with lag 0 before it has

@@ -5,25 +5,18 @@
 # once, a kill -9 once it expires; an ingester that joined the journal late with an empty index
 # never writes (a sibling warm-started from another's /snapshot may); a replica then starts from
 # the new writer's snapshot and answers every final query. Uses a real nats-server.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/live_lib.bash"
-. "$(dirname "$0")/publish_fake_lib.bash"
 . "$(dirname "$0")/journal_lib.bash"
 
-base=$(free_ports 8)
-nats=$base pub=$((base + 1)) http_rep=$((base + 3))
-start_nats "$nats"
-J=nats://127.0.0.1:$nats
-SRC="fake-0=vllm@tcp://127.0.0.1:$pub,model=fake-model,replay=tcp://127.0.0.1:$((pub + 1))"
+journal_start 8
+http_rep=$((base + 3))
+SRC=$(fake_source "$pub" replay)
 port_of() { echo $((base + 3 + $1)); }
 declare -A ING
 start_ingester() {  # start_ingester K [ARGS...]: ingester K on HTTP port base + 3 + K
   local k=$1
   shift
-  "$KVINDEX" --log-level info subscribe --source "$SRC" --journal "$J" --snapshot-to-journal 0.5 \
-    --http "127.0.0.1:$(port_of "$k")" --stats-interval 0 "$@" >"$TMP/ing$k.out" 2>"$TMP/ing$k.err" &
-  ING[$k]=$!
-  PIDS+=($!)
+  LOG_LEVEL=info launch_ingester "ing$k" "$(port_of "$k")" --snapshot-to-journal 0.5 "$@"
+  ING[$k]=$ING_PID
 }
 # wait_role K ROLE [SECONDS]: ingester K's last "journal snapshots:" line says it writes (writer),
 # stands by (standby) or may not write (cold).
@@ -87,10 +80,7 @@ for i in $(seq 50); do [ "$(journal_field 4 snapshots_written)" -gt "$before" ] 
 wait_role 3 cold 1 || fail "ingester 3 changed its mind"
 
 # A replica starts from the new writer's snapshot and answers every final query.
-"$KVINDEX" --log-level info subscribe --from-journal "$J" --http "127.0.0.1:$http_rep" \
-  --stats-interval 0 >"$TMP/rep.out" 2>"$TMP/rep.err" &
-PIDS+=($!)
-wait_port "$http_rep" || fail "replica did not serve"
+LOG_LEVEL=info launch_replica rep "$http_rep"
 wait_lag0 "$http_rep" "$(journal_field 4 last_acked_seq)" || fail "replica lag"
 http_json "$http_rep" /healthz | "$PY" -c 'import json, sys
 assert json.load(sys.stdin)["journal"]["started_from"] == "snapshot"' || fail "replica did not start from a snapshot"
