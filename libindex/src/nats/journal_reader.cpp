@@ -31,10 +31,14 @@ struct JournalReader::Impl {
 
   ~Impl() {
     natsMsg_Destroy(current);
-    // Destroy alone: it unsubscribes without deleting the consumer, which the server removes
-    // itself once nobody listens (an ordered consumer is ephemeral). An explicit Unsubscribe
-    // deletes it, and in nats.c 3.4 that races the thread recreating an ordered consumer after a
-    // reconnect (it reads the consumer name that thread frees).
+    // The connection is closed first: closing stops its reading thread and closes every
+    // subscription, so the destroy that follows unsubscribes nothing. In nats.c 3.4 an
+    // unsubscribe on a live connection races the recreation of an ordered consumer after a
+    // reconnect: the reading thread went on delivering to the freed subscription, and an explicit
+    // Unsubscribe read the consumer name the recreating thread freed. The subscription holds a
+    // reference of its own to the connection, so destroying it after the close is safe. The
+    // server removes the consumer itself once nobody listens (an ordered consumer is ephemeral).
+    link.Close();
     if (sub != nullptr) natsSubscription_Destroy(sub);
   }
 };
