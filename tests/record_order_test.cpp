@@ -77,6 +77,86 @@ TEST_CASE("RecordLinkId: XXH3-64 of the payload seeded with the sequence (python
   CHECK(!RecordLinkId(view).has_value());
 }
 
+// A replay reply record of batch `seq` (payload "payload-<seq>") and an end marker record.
+Bytes Replayed(uint64_t seq) {
+  const std::vector<Frame> reply = BuildReplayReply(ReplayStyle::kVllmTopic, B("kv"), seq,
+                                                    B("payload-" + std::to_string(seq)));
+  const std::vector<std::span<const std::byte>> frames(reply.begin(), reply.end());
+  Bytes record;
+  REQUIRE(EncodeCaptureFrames(record, CaptureRecordType::kReplayed, SourceId{9}, 1, frames).ok());
+  return record;
+}
+
+Bytes End() {
+  const std::vector<Frame> end = BuildReplayEnd(ReplayStyle::kVllm);
+  const std::vector<std::span<const std::byte>> frames(end.begin(), end.end());
+  Bytes record;
+  REQUIRE(EncodeCaptureFrames(record, CaptureRecordType::kReplayed, SourceId{9}, 1, frames).ok());
+  return record;
+}
+
+std::optional<uint64_t> Chained(const Bytes& record, std::optional<uint64_t> prev) {
+  CaptureRecordView view;
+  REQUIRE(ParseCaptureRecord(record, view).ok());
+  return ChainedLinkId(view, prev);
+}
+
+TEST_CASE("ChainedLinkId: a replay reply and an end marker depend on their predecessor") {
+  // python3-xxhash: r = xxh3_64(pack("<Q", 0x48439ccc73488839), seed=0 ^ 0x7265706c61796564),
+  // then xxh3_64(pack("<Q", 0x4c093276ae47a555), seed=r ^ 0x7265706c61796564).
+  CHECK(Chained(Message(7), std::nullopt) == 0x48439ccc73488839ULL);  // live: its link id
+  CHECK(Chained(Message(7), 5) == 0x48439ccc73488839ULL);
+  CHECK(Chained(Replayed(7), std::nullopt) == 0x5bf81d95c6a3e883ULL);
+  CHECK(Chained(End(), 0x5bf81d95c6a3e883ULL) == 0x12a3f234ab89ba56ULL);
+  CHECK(Chained(End(), 1) != Chained(End(), 2));
+  CHECK(!Chained(Text(CaptureRecordType::kNote, "n"), 1).has_value());
+}
+
+TEST_CASE("RecordOrderer: an end marker ahead of its reply waits for it (chained link ids)") {
+  // Recorded: live 1, live 3 (2 was missed), the replay reply of 2 and 3, its end marker, live 4.
+  // Delivered: the end marker and live 4 first, then the reply. By link id alone the end marker
+  // would follow live 3 (the reply's last batch has live 3's link id); by chained link id it
+  // waits for the replayed 3.
+  const Bytes l1 = Message(1), l3 = Message(3), r2 = Replayed(2), r3 = Replayed(3), end = End();
+  const Bytes l4 = Message(4);
+  const uint64_t c1 = *Chained(l1, std::nullopt), c3 = *Chained(l3, c1);
+  const uint64_t cr2 = *Chained(r2, c3), cr3 = *Chained(r3, cr2), cend = *Chained(end, cr3);
+  Out seen;
+  RecordOrderer orderer;
+  uint64_t position = 0;
+  const RecordOrderer::Sink sink = [&seen](uint64_t, uint64_t, CaptureRecordView& record) {
+    const std::string kind = record.type == CaptureRecordType::kMessage ? "live " : "replayed ";
+    const Result<ReplayReply> reply = ParseReplayReply(std::span<const FrameView>(record.frames));
+    if (record.type == CaptureRecordType::kReplayed && reply.ok() &&
+        reply->kind == ReplayReply::Kind::kEnd) {
+      seen.push_back("end");
+      return;
+    }
+    uint64_t seq = 0;
+    if (record.type == CaptureRecordType::kMessage) {
+      for (const std::byte b : record.frames[1]) seq = seq << 8 | static_cast<uint8_t>(b);
+    } else {
+      seq = reply.ok() ? reply->seq : 0;
+    }
+    seen.push_back(kind + std::to_string(seq));
+  };
+  const auto add = [&](const Bytes& record, std::optional<uint64_t> prev) {
+    CaptureRecordView view;
+    REQUIRE(ParseCaptureRecord(record, view).ok());
+    orderer.Add(++position, 1, record, view, prev, sink);
+  };
+  orderer.Define(1);
+  add(l1, std::nullopt);
+  add(l3, c1);
+  add(end, cr3);
+  add(l4, cend);
+  CHECK(seen == Out{"live 1", "live 3"});
+  add(r2, c3);
+  add(r3, cr2);
+  CHECK(seen == Out{"live 1", "live 3", "replayed 2", "replayed 3", "end", "live 4"});
+  CHECK(orderer.stats().released_early == 0);
+}
+
 TEST_CASE("RecordOrderer: a first batch that comes after later ones is passed on before them") {
   Harness h;
   const Bytes b0 = Message(0), b1 = Message(1), b2 = Message(2), b3 = Message(3);

@@ -42,6 +42,15 @@ std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record) {
   return XXH3_64bits_withSeed(payload.data(), payload.size(), seq);
 }
 
+std::optional<uint64_t> ChainedLinkId(const CaptureRecordView& record,
+                                      std::optional<uint64_t> prev) {
+  const std::optional<uint64_t> link = RecordLinkId(record);
+  if (!link || record.type != CaptureRecordType::kReplayed) return link;
+  std::byte bytes[8];
+  for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>(*link >> (8 * i));
+  return XXH3_64bits_withSeed(bytes, sizeof(bytes), prev.value_or(0) ^ kReplayedLinkSeed);
+}
+
 RecordOrderer::Source& RecordOrderer::At(uint64_t source_key) {
   const auto [it, added] = sources_.try_emplace(source_key);
   if (added && lenient_default_) {
@@ -74,7 +83,7 @@ void RecordOrderer::Add(uint64_t position, uint64_t source_key, std::span<const 
                         const Sink& sink) {
   bool needs_definition = false;
   if (Ready(At(source_key), record, prev, &needs_definition)) {
-    Pass(position, source_key, record, sink);
+    Pass(position, source_key, record, prev, sink);
     return;
   }
   Hold(position, source_key, bytes, prev, needs_definition);
@@ -122,18 +131,24 @@ void RecordOrderer::NoteLink(Source& source, uint64_t link) {
 }
 
 void RecordOrderer::Pass(uint64_t position, uint64_t source_key, CaptureRecordView& record,
-                         const Sink& sink) {
+                         std::optional<uint64_t> prev, const Sink& sink) {
   // Links passed on whose waiters are still to be released (a work list, not recursion: a chain
   // of held records may be long).
   std::vector<std::pair<uint64_t, uint64_t>> links;
-  const auto pass_one = [&](uint64_t at, uint64_t key, CaptureRecordView& view) {
+  const auto pass_one = [&](uint64_t at, uint64_t key, CaptureRecordView& view,
+                            std::optional<uint64_t> named) {
     const std::optional<uint64_t> link = RecordLinkId(view);
+    const std::optional<uint64_t> chained = ChainedLinkId(view, named);
     const bool definition = view.type == CaptureRecordType::kSourceDefinition;
     sink(at, key, view);
     Source& source = At(key);
     if (link) {
       NoteLink(source, *link);
       links.emplace_back(key, *link);
+    }
+    if (chained && chained != link) {
+      NoteLink(source, *chained);
+      links.emplace_back(key, *chained);
     }
     if (definition && !source.defined) {
       source.defined = true;
@@ -151,7 +166,7 @@ void RecordOrderer::Pass(uint64_t position, uint64_t source_key, CaptureRecordVi
       }
     }
   };
-  pass_one(position, source_key, record);
+  pass_one(position, source_key, record, prev);
   while (!links.empty()) {
     const auto waited = links.back();
     links.pop_back();
@@ -164,7 +179,7 @@ void RecordOrderer::Pass(uint64_t position, uint64_t source_key, CaptureRecordVi
       Held held = Take(p);
       CaptureRecordView view;
       if (!ParseCaptureRecord(held.bytes, view).ok()) continue;
-      pass_one(p, held.source_key, view);
+      pass_one(p, held.source_key, view, held.prev);
     }
   }
 }
@@ -185,7 +200,7 @@ void RecordOrderer::ReleaseSource(uint64_t source_key, const Sink& sink) {
     ++stats_.released_early;
     CaptureRecordView view;
     if (!ParseCaptureRecord(held.bytes, view).ok()) continue;
-    Pass(p, held.source_key, view, sink);
+    Pass(p, held.source_key, view, held.prev, sink);
   }
 }
 
@@ -204,7 +219,7 @@ void RecordOrderer::ReleaseAll(const Sink& sink) {
     ++stats_.released_early;
     CaptureRecordView view;
     if (!ParseCaptureRecord(held.bytes, view).ok()) continue;
-    Pass(p, held.source_key, view, sink);
+    Pass(p, held.source_key, view, held.prev, sink);
   }
 }
 

@@ -46,8 +46,9 @@ struct Entry {
   bool sent_before = false;
   uint64_t seq = 0;  // the stream sequence acknowledged
   uint64_t key = 0;  // the source key (its subject)
-  bool batch = false;            // a batch record (record_order.h)
-  std::optional<uint64_t> prev;  // a batch record's predecessor
+  bool batch = false;  // a batch record (record_order.h)
+  // A batch record's predecessor: its link id and its chained link id (record_order.h).
+  std::optional<uint64_t> prev, chained_prev;
   // Grouping (JournalOptions::batch_records), fixed at the first send so that a group sent again
   // has the same id: the leader lists its members' ordinals; a member is sent with its leader.
   bool grouped = false;
@@ -72,8 +73,12 @@ struct JournalPublisher::Impl {
   // Records per (source, type) so far: what makes a non-batch record's id unique.
   std::unordered_map<uint32_t, std::array<uint64_t, 16>> occurrences;
   std::set<uint32_t> lost_sources;  // sources whose records were dropped, not yet marked
-  // The link id of the latest batch record kept, per capture source id (record_order.h).
-  std::unordered_map<uint32_t, uint64_t> last_link;
+  // The link id and chained link id of the latest batch record kept, per capture source id
+  // (record_order.h).
+  struct LastLink {
+    uint64_t link = 0, chained = 0;
+  };
+  std::unordered_map<uint32_t, LastLink> last_link;
   std::vector<std::byte> note;      // a journal-lost note being built
 
   mutable std::mutex mutex;
@@ -101,7 +106,8 @@ struct JournalPublisher::Impl {
   // Ingest thread.
   // Returns false when the record was dropped (counted lost).
   bool Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop,
-            bool batch = false, std::optional<uint64_t> prev = std::nullopt);
+            bool batch = false, std::optional<uint64_t> prev = std::nullopt,
+            std::optional<uint64_t> chained_prev = std::nullopt);
   void MarkLosses();
   // Publishing thread.
   void Loop();
@@ -170,9 +176,12 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   // A batch record names the batch record of its source kept before it, so that a reader can put
   // records the stream holds out of order back in order.
   const std::optional<uint64_t> link = parsed ? RecordLinkId(view) : std::nullopt;
-  std::optional<uint64_t> prev;
+  std::optional<uint64_t> prev, chained_prev;
   if (link) {
-    if (const auto last = m.last_link.find(source); last != m.last_link.end()) prev = last->second;
+    if (const auto last = m.last_link.find(source); last != m.last_link.end()) {
+      prev = last->second.link;
+      chained_prev = last->second.chained;
+    }
   }
   if (type == CaptureRecordType::kMessage && parsed && view.frames.size() >= 2 &&
       view.frames[1].size() == 8) {
@@ -186,14 +195,17 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
     const uint64_t n = ++m.occurrences[source][slot];
     id += "-t" + std::to_string(slot) + "-" + std::to_string(n) + "-" + Hex64(hash);
   }
-  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, link.has_value(), prev) && link) {
-    m.last_link[source] = *link;
+  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, link.has_value(), prev,
+             chained_prev) &&
+      link) {
+    m.last_link[source] = {*link, ChainedLinkId(view, chained_prev).value_or(*link)};
   }
 }
 
 bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
                                   std::span<const std::byte> record, bool may_drop, bool batch,
-                                  std::optional<uint64_t> prev) {
+                                  std::optional<uint64_t> prev,
+                                  std::optional<uint64_t> chained_prev) {
   const uint32_t source = Le32(record.data() + 24);
   {
     std::lock_guard lock(mutex);
@@ -214,6 +226,7 @@ bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
   entry.key = key;
   entry.batch = batch;
   entry.prev = prev;
+  entry.chained_prev = chained_prev;
   std::lock_guard lock(mutex);
   counters.bytes_pending += entry.data.size();
   ++counters.records_pending;
@@ -348,16 +361,21 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
         single ? entry.msg_id : entry.msg_id + "+" + std::to_string(entry.members.size());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id.c_str());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
-    // The predecessor of the group's first batch record; the reader chains the others.
-    std::optional<uint64_t> prev;
-    ForGroup(ordinal, [&prev, first = true](Entry& e) mutable {
+    // The predecessor of the group's first batch record, by both ids (a reader that knows only
+    // link ids reads the first header); the reader chains the others.
+    std::optional<uint64_t> prev, chained_prev;
+    ForGroup(ordinal, [&prev, &chained_prev, first = true](Entry& e) mutable {
       if (first && e.batch) {
         prev = e.prev;
+        chained_prev = e.chained_prev;
         first = false;
       }
     });
     if (s == NATS_OK && prev) {
       s = natsMsgHeader_Set(msg, nats_internal::kPrevHeader, Hex64(*prev).c_str());
+    }
+    if (s == NATS_OK && chained_prev) {
+      s = natsMsgHeader_Set(msg, nats_internal::kChainedPrevHeader, Hex64(*chained_prev).c_str());
     }
     lock.unlock();
     jsPubOptions pub;

@@ -28,6 +28,7 @@ struct JournalReader::Impl {
   size_t offset = 0;
   uint32_t index = 0;
   std::optional<uint64_t> prev;
+  bool chained = false;  // `prev` is a chained link id (Kvindex-Chained-Prev)
 
   ~Impl() {
     natsMsg_Destroy(current);
@@ -126,10 +127,18 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
     m.offset = 0;
     m.index = 0;
     m.prev.reset();
+    // The chained link id where the ingester wrote it, else the link id (an older ingester). A
+    // message naming no predecessor chains its records by chained link ids: the orderer notes
+    // both ids of every record, so an older ingester's next message finds its predecessor too.
     const char* prev = nullptr;
-    if (natsMsgHeader_Get(msg, nats_internal::kPrevHeader, &prev) == NATS_OK && prev != nullptr) {
-      m.prev = nats_internal::ParseHex64(prev);
-    }
+    const bool chained_header =
+        natsMsgHeader_Get(msg, nats_internal::kChainedPrevHeader, &prev) == NATS_OK &&
+        prev != nullptr;
+    const bool prev_header =
+        chained_header ||
+        (natsMsgHeader_Get(msg, nats_internal::kPrevHeader, &prev) == NATS_OK && prev != nullptr);
+    m.chained = chained_header || !prev_header;
+    if (prev_header) m.prev = nats_internal::ParseHex64(prev);
   }
   entry.stream_seq = m.stream_seq;
   entry.pending = m.pending;
@@ -153,7 +162,7 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
   // follows the one before it.
   if (const std::optional<uint64_t> link = RecordLinkId(entry.record)) {
     entry.prev = m.prev;
-    m.prev = link;
+    m.prev = m.chained ? ChainedLinkId(entry.record, entry.prev) : link;
   }
   return true;
 }

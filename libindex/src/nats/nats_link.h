@@ -70,8 +70,10 @@ std::string Hex64(uint64_t value);
 // Parses Hex64()'s form (exactly 16 lower-case hex digits); nullopt for anything else.
 std::optional<uint64_t> ParseHex64(std::string_view text);
 
-// The header naming a batch record's predecessor (record_order.h), as Hex64().
+// The headers naming a message's first batch record's predecessor (record_order.h), as Hex64():
+// by its link id and by its chained link id.
 inline constexpr const char* kPrevHeader = "Kvindex-Prev";
+inline constexpr const char* kChainedPrevHeader = "Kvindex-Chained-Prev";
 
 }  // namespace kvindex::nats_internal
 

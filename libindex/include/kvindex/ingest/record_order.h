@@ -12,6 +12,14 @@
 // other record is passed on at once, except that a source's batch records wait until its
 // definition has been passed on (or Define() was called for it).
 //
+// RecordLinkId() is the same for a batch received live and again in a replay reply, and for
+// every end marker, so a predecessor named by it can be taken for an earlier record: an end
+// marker that arrives before the replay reply it ends follows the live copy of that reply's last
+// batch. ChainedLinkId() tells them apart: a replay reply's and an end marker's chained link id
+// also depends on the chained link id of the record before it. A recorder names predecessors by
+// one kind of id or the other; the orderer notes both ids of every record it passes on (the
+// chained one computed from the predecessor the record named), so it follows either.
+//
 // Held records are passed on without their predecessor (oldest first) by ReleaseSource() (the
 // recorder dropped records of that source: they will never come), ReleaseAll() (the carrier lost
 // records) and when more than `max_held_bytes` are held. After a release, and after Lenient(), the
@@ -45,6 +53,14 @@ size_t NextRecordLength(std::span<const std::byte> rest);
 // The link id of a batch record: kMessage with a sequence frame of 8 bytes, or kReplayed that
 // parses as a replay reply or end marker. nullopt for any other record.
 std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record);
+
+// The chained link id of a batch record whose predecessor's chained link id is `prev` (nullopt:
+// none). A live batch's is its RecordLinkId(). A replay reply's or end marker's is XXH3-64 of
+// its RecordLinkId() (8 bytes, little-endian) seeded with `prev` (0 for none) xor
+// kReplayedLinkSeed. nullopt for any record RecordLinkId() gives none.
+inline constexpr uint64_t kReplayedLinkSeed = 0x7265706c61796564ULL;  // "replayed"
+std::optional<uint64_t> ChainedLinkId(const CaptureRecordView& record,
+                                      std::optional<uint64_t> prev);
 
 struct RecordOrderStats {
   uint64_t held = 0;            // batch records held at some point (arrived before their predecessor)
@@ -98,8 +114,9 @@ class RecordOrderer {
   Source& At(uint64_t source_key);
   bool Ready(Source& source, const CaptureRecordView& record, std::optional<uint64_t> prev,
              bool* needs_definition);
-  // Passes `record` on and then everything waiting for it, in arrival order.
-  void Pass(uint64_t position, uint64_t source_key, CaptureRecordView& record, const Sink& sink);
+  // Passes `record` (which named `prev`) on and then everything waiting for it, in arrival order.
+  void Pass(uint64_t position, uint64_t source_key, CaptureRecordView& record,
+            std::optional<uint64_t> prev, const Sink& sink);
   void Hold(uint64_t position, uint64_t source_key, std::span<const std::byte> bytes,
             std::optional<uint64_t> prev, bool needs_definition);
   // Removes held record `position` (which must be held) and returns it.
