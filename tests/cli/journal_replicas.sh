@@ -31,6 +31,53 @@ last=$(http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.lo
 wait_lag0 "$http_a" "$last" || fail "replica a lag"
 wait_lag0 "$http_b" "$last" || fail "replica b lag"
 check_answers "$TMP/q.jsonl" "$http_a" "$http_b" || fail "replica answers"
+# Every message names its first batch record's predecessor by link id (Kvindex-Prev) and by
+# chained link id (Kvindex-Chained-Prev), computed here independently with python3-xxhash
+# (docs/scale-out.md "Order within a source"); replays are among the records (--drop-every).
+"$PY" -c "$JS_PY"$'\n''
+import base64, struct, sys, xxhash
+port, last = sys.argv[1], int(sys.argv[2])
+TAG, END = 0x7265706c61796564, 2**64 - 1
+def frames(record):
+    body, out = record[32:], []
+    count, at = struct.unpack_from("<I", body, 0)[0], 4
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", body, at)
+        out.append(body[at + 4:at + 4 + n])
+        at += 4 + n
+    return out
+links, replayed, checked = {}, 0, 0
+for n in range(1, last + 1):
+    m = api(port, "STREAM.MSG.GET.kvtest", {"seq": n})["message"]
+    data = base64.b64decode(m["data"])
+    hdrs = base64.b64decode(m.get("hdrs", "")).decode().split("\r\n")[1:]
+    hdrs = dict(h.split(": ", 1) for h in hdrs if ": " in h)
+    pos, first = 0, True
+    while pos < len(data):
+        length, rtype = struct.unpack_from("<IB", data, pos)
+        record = data[pos:pos + length]
+        pos += length
+        if rtype not in (2, 3):
+            continue
+        f = frames(record)
+        seq = int.from_bytes(f[1], "big")
+        link = xxhash.xxh3_64_intdigest(b"" if seq == END else f[-1], seed=seq)
+        source = m["subject"]
+        prev = links.get(source)
+        if first:
+            assert hdrs.get("Kvindex-Prev") == (None if prev is None else "%016x" % prev[0]), (n, hdrs)
+            want = None if prev is None else "%016x" % prev[1]
+            assert hdrs.get("Kvindex-Chained-Prev") == want, (n, hdrs, want)
+            checked += 1
+            first = False
+        chained = link
+        if rtype == 3:
+            replayed += 1
+            seed = (0 if prev is None else prev[1]) ^ TAG
+            chained = xxhash.xxh3_64_intdigest(struct.pack("<Q", link), seed=seed)
+        links[source] = (link, chained)
+assert replayed > 0 and checked > 300, (replayed, checked)
+' "$nats" "$last" || fail "predecessor headers"
 # /metrics names the journal position.
 http_json "$http_a" /metrics | grep -q "^kvindex_journal_applied_seq $last\$" || fail "metrics applied_seq"
 http_json "$http_a" /metrics | grep -q "^kvindex_journal_lag 0\$" || fail "metrics lag"
