@@ -65,7 +65,8 @@ for n in range(1, last + 1):
         source = m["subject"]
         prev = links.get(source)
         if first:
-            assert hdrs.get("Kvindex-Prev") == (None if prev is None else "%016x" % prev[0]), (n, hdrs)
+            want = None if prev is None else "%016x" % prev[0]
+            assert hdrs.get("Kvindex-Prev") == want, (n, hdrs, want)
             want = None if prev is None else "%016x" % prev[1]
             assert hdrs.get("Kvindex-Chained-Prev") == want, (n, hdrs, want)
             checked += 1
