@@ -167,7 +167,8 @@ PYEOF
 
 
 # JetStream's API and plain publishing over the NATS protocol itself (a socket, no client
-# library): JS_PY is Python defining request(port, subject, payload) -> reply bytes, for scripts
+# library): JS_PY is Python defining request(port, subject, payload) -> reply bytes, api() and
+# frames(record) (a capture record's frames), for scripts
 # run as "$PY" -c "$JS_PY"$'\n'"...".
 JS_PY=$(cat <<'PYEOF'
 import json, socket, time
@@ -210,6 +211,15 @@ def request(port, subject, payload=b""):
             raise OSError(l.decode())
 def api(port, what, body=None):
     return json.loads(request(port, "$JS.API." + what, json.dumps(body or {})))
+def frames(record):  # the frames of one capture record (docs/capture-format.md)
+    import struct
+    body, out = record[32:], []
+    count, at = struct.unpack_from("<I", body, 0)[0], 4
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", body, at)
+        out.append(body[at + 4:at + 4 + n])
+        at += 4 + n
+    return out
 PYEOF
 )
 

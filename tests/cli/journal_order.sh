@@ -32,14 +32,6 @@ while pos < len(data) and data[pos:pos + 4] != b"\0\0\0\0":
     length, rtype, _, _, _, _, source, _ = struct.unpack_from("<IBBHQqII", data, pos)
     records.append((rtype, source, data[pos:pos + length]))
     pos += length
-def frames(record):
-    body, out = record[32:], []
-    count, at = struct.unpack_from("<I", body, 0)[0], 4
-    for _ in range(count):
-        (n,) = struct.unpack_from("<I", body, at)
-        out.append(body[at + 4:at + 4 + n])
-        at += 4 + n
-    return out
 keys, last, out = {}, {}, []
 for rtype, source, record in records:
     prev = None

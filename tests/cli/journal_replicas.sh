@@ -38,14 +38,6 @@ check_answers "$TMP/q.jsonl" "$http_a" "$http_b" || fail "replica answers"
 import base64, struct, sys, xxhash
 port, last = sys.argv[1], int(sys.argv[2])
 TAG, END = 0x7265706c61796564, 2**64 - 1
-def frames(record):
-    body, out = record[32:], []
-    count, at = struct.unpack_from("<I", body, 0)[0], 4
-    for _ in range(count):
-        (n,) = struct.unpack_from("<I", body, at)
-        out.append(body[at + 4:at + 4 + n])
-        at += 4 + n
-    return out
 links, replayed, checked = {}, 0, 0
 for n in range(1, last + 1):
     m = api(port, "STREAM.MSG.GET.kvtest", {"seq": n})["message"]
