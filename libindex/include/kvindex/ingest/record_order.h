@@ -61,6 +61,9 @@ std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record);
 inline constexpr uint64_t kReplayedLinkSeed = 0x7265706c61796564ULL;  // "replayed"
 std::optional<uint64_t> ChainedLinkId(const CaptureRecordView& record,
                                       std::optional<uint64_t> prev);
+// The same for a batch record of type `type` whose RecordLinkId() is `link` (no second hash of
+// the payload where the caller has it).
+uint64_t ChainedLinkIdOf(CaptureRecordType type, uint64_t link, std::optional<uint64_t> prev);
 
 struct RecordOrderStats {
   uint64_t held = 0;            // batch records held at some point (arrived before their predecessor)
