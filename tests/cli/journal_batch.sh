@@ -60,5 +60,5 @@ read -r covered keep <<<"$mid"
 LOG_LEVEL=info launch_replica rep2 "$http_rep2"
 wait_lag0 "$http_rep2" "$last" || fail "second replica lag"
 grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep2.err" || fail "snapshot $keep not loaded"
-check_answers "$TMP/q.jsonl" "$http_rep2" || fail "second replica answers"
+check_answers "$TMP/q.jsonl" "$http_rep2" || fail "second replica answers: $(http_json "$http_rep2" /healthz)"
 finish
