@@ -98,7 +98,9 @@ Bytes End() {
 std::optional<uint64_t> Chained(const Bytes& record, std::optional<uint64_t> prev) {
   CaptureRecordView view;
   REQUIRE(ParseCaptureRecord(record, view).ok());
-  return ChainedLinkId(view, prev);
+  const std::optional<uint64_t> link = RecordLinkId(view);
+  if (!link) return std::nullopt;
+  return ChainedLinkId(view.type, *link, prev);
 }
 
 TEST_CASE("ChainedLinkId: a replay reply and an end marker depend on their predecessor") {

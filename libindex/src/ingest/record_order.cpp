@@ -42,18 +42,11 @@ std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record) {
   return XXH3_64bits_withSeed(payload.data(), payload.size(), seq);
 }
 
-uint64_t ChainedLinkIdOf(CaptureRecordType type, uint64_t link, std::optional<uint64_t> prev) {
+uint64_t ChainedLinkId(CaptureRecordType type, uint64_t link, std::optional<uint64_t> prev) {
   if (type != CaptureRecordType::kReplayed) return link;
   std::byte bytes[8];
   for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>(link >> (8 * i));
   return XXH3_64bits_withSeed(bytes, sizeof(bytes), prev.value_or(0) ^ kReplayedLinkSeed);
-}
-
-std::optional<uint64_t> ChainedLinkId(const CaptureRecordView& record,
-                                      std::optional<uint64_t> prev) {
-  const std::optional<uint64_t> link = RecordLinkId(record);
-  if (!link) return std::nullopt;
-  return ChainedLinkIdOf(record.type, *link, prev);
 }
 
 RecordOrderer::Source& RecordOrderer::At(uint64_t source_key) {
@@ -144,7 +137,7 @@ void RecordOrderer::Pass(uint64_t position, uint64_t source_key, CaptureRecordVi
                             std::optional<uint64_t> named) {
     const std::optional<uint64_t> link = RecordLinkId(view);
     const std::optional<uint64_t> chained =
-        link ? std::optional<uint64_t>(ChainedLinkIdOf(view.type, *link, named)) : std::nullopt;
+        link ? std::optional<uint64_t>(ChainedLinkId(view.type, *link, named)) : std::nullopt;
     const bool definition = view.type == CaptureRecordType::kSourceDefinition;
     sink(at, key, view);
     Source& source = At(key);

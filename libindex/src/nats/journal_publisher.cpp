@@ -198,7 +198,7 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   if (m.Keep(key, std::move(id), record, /*may_drop=*/true, link.has_value(), prev,
              chained_prev) &&
       link) {
-    m.last_link[source] = {*link, ChainedLinkIdOf(type, *link, chained_prev)};
+    m.last_link[source] = {*link, ChainedLinkId(type, *link, chained_prev)};
   }
 }
 

@@ -162,7 +162,7 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
   // follows the one before it.
   if (const std::optional<uint64_t> link = RecordLinkId(entry.record)) {
     entry.prev = m.prev;
-    m.prev = m.chained ? ChainedLinkIdOf(entry.record.type, *link, entry.prev) : *link;
+    m.prev = m.chained ? ChainedLinkId(entry.record.type, *link, entry.prev) : *link;
   }
   return true;
 }

@@ -54,16 +54,12 @@ size_t NextRecordLength(std::span<const std::byte> rest);
 // parses as a replay reply or end marker. nullopt for any other record.
 std::optional<uint64_t> RecordLinkId(const CaptureRecordView& record);
 
-// The chained link id of a batch record whose predecessor's chained link id is `prev` (nullopt:
-// none). A live batch's is its RecordLinkId(). A replay reply's or end marker's is XXH3-64 of
-// its RecordLinkId() (8 bytes, little-endian) seeded with `prev` (0 for none) xor
-// kReplayedLinkSeed. nullopt for any record RecordLinkId() gives none.
+// The chained link id of a batch record of type `type` whose RecordLinkId() is `link` and whose
+// predecessor's chained link id is `prev` (nullopt: none). A live batch's is `link`. A replay
+// reply's or end marker's is XXH3-64 of `link` (8 bytes, little-endian) seeded with `prev` (0
+// for none) xor kReplayedLinkSeed.
 inline constexpr uint64_t kReplayedLinkSeed = 0x7265706c61796564ULL;  // "replayed"
-std::optional<uint64_t> ChainedLinkId(const CaptureRecordView& record,
-                                      std::optional<uint64_t> prev);
-// The same for a batch record of type `type` whose RecordLinkId() is `link` (no second hash of
-// the payload where the caller has it).
-uint64_t ChainedLinkIdOf(CaptureRecordType type, uint64_t link, std::optional<uint64_t> prev);
+uint64_t ChainedLinkId(CaptureRecordType type, uint64_t link, std::optional<uint64_t> prev);
 
 struct RecordOrderStats {
   uint64_t held = 0;            // batch records held at some point (arrived before their predecessor)
