@@ -31,7 +31,7 @@ struct CutState {
 // hole there (the index would then miss batches the journal already holds before the cut).
 // nullopt: not such a moment, or the I/O thread did not answer within 2 s.
 std::optional<CutState> TakeCut(Subscriber& subscriber, const PrefixIndex& index,
-                                const JournalPublisher& journal) {
+                                JournalPublisher& journal) {
   auto promise = std::make_shared<std::promise<std::optional<CutState>>>();
   std::future<std::optional<CutState>> future = promise->get_future();
   subscriber.Submit([promise, &index, &journal](Ingestor& ingestor) {

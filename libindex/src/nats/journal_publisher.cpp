@@ -93,12 +93,12 @@ struct JournalPublisher::Impl {
   bool cycle_ended = false;
   size_t max_payload = size_t{1} << 20;  // the server's, once connected
   uint64_t popped_max_seq = 0;  // the highest sequence of the records acknowledged and popped
-  // The cut WaitCovered() waits for: its ordinal and the highest sequence before it so far.
+  // The latest Cut(): its ordinal and the highest sequence among the records before it that have
+  // been acknowledged and popped so far (records after the cut may be acknowledged before
+  // WaitCovered() is called, so this is kept from the cut on). No group holds records from both
+  // sides of the cut, so that the sequence covering the records before it holds none after it.
   uint64_t cut_ordinal = 0;
   uint64_t cut_max_seq = 0;
-  // The latest Cut()'s ordinal: no group holds records from both sides of it, so that the
-  // sequence covering the records before a cut holds none after it.
-  mutable uint64_t group_barrier = 0;
   std::condition_variable popped;  // records left the front
   JournalPublisherStatus counters;
   std::thread thread;
@@ -413,14 +413,14 @@ void JournalPublisher::Impl::FormGroup(size_t index) {
   // join (sent before, or too large to fit) ends the group, so the source's order is kept.
   size_t bytes = leader.data.size();
   const size_t limit = max_payload > 1024 ? max_payload - 1024 : max_payload;
-  const bool before_barrier = front_ordinal + index < group_barrier;
+  const bool before_barrier = front_ordinal + index < cut_ordinal;
   const size_t scan_end = std::min(entries.size(), index + 1 + 4 * options.batch_records);
   for (size_t j = index + 1; j < scan_end && leader.members.size() + 1 < options.batch_records;
        ++j) {
     Entry& e = entries[j];
     if (e.key != leader.key) continue;
     if (e.state != EntryState::kQueued || e.grouped || bytes + e.data.size() > limit ||
-        (before_barrier && front_ordinal + j >= group_barrier)) {
+        (before_barrier && front_ordinal + j >= cut_ordinal)) {
       break;
     }
     e.grouped = true;
@@ -515,8 +515,8 @@ void JournalPublisher::Close(std::chrono::milliseconds drain) {
   m.link.Close();  // no acknowledgement is handled after this
 }
 
-JournalCut JournalPublisher::Cut() const {
-  const Impl& m = *impl_;
+JournalCut JournalPublisher::Cut() {
+  Impl& m = *impl_;
   JournalCut cut;
   for (const auto& [source, key] : m.keys) {
     if (cut.source_keys.size() <= source) cut.source_keys.resize(source + 1, 0);
@@ -524,7 +524,10 @@ JournalCut JournalPublisher::Cut() const {
   }
   std::lock_guard lock(m.mutex);
   cut.ordinal = m.next_ordinal;
-  m.group_barrier = cut.ordinal;
+  // Every record popped so far precedes the cut; the ones popped from now on count while their
+  // ordinal is below it.
+  m.cut_ordinal = cut.ordinal;
+  m.cut_max_seq = m.popped_max_seq;
   cut.resent = m.counters.resent;
   return cut;
 }
@@ -533,15 +536,13 @@ Result<uint64_t> JournalPublisher::WaitCovered(const JournalCut& cut,
                                                std::chrono::milliseconds wait) {
   Impl& m = *impl_;
   std::unique_lock lock(m.mutex);
-  // Every record popped so far precedes the cut; the ones popped from now on count while their
-  // ordinal is below it.
-  m.cut_ordinal = cut.ordinal;
-  m.cut_max_seq = m.popped_max_seq;
+  if (m.cut_ordinal != cut.ordinal) {
+    return Status::Unavailable("journal: a later cut was taken since this one");
+  }
   const bool done = m.popped.wait_for(lock, wait, [&m, &cut] {
     return m.stop || m.front_ordinal >= cut.ordinal;
   });
   const uint64_t covered = m.cut_max_seq;
-  m.cut_ordinal = 0;
   if (!done || m.front_ordinal < cut.ordinal) {
     return Status::Timeout("journal: the records before the snapshot were not acknowledged in " +
                            std::to_string(wait.count()) + " ms");

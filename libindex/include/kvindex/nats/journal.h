@@ -127,12 +127,14 @@ class JournalPublisher : public CaptureRecordSink {
   JournalPublisherStatus status() const;
 
   // The ingest thread, between two Put() calls: a cut after every record handed over so far.
-  JournalCut Cut() const;
-  // Any thread, one cut at a time: waits up to `wait` until every record before `cut` is
+  // From here on the publisher tracks the highest stream sequence among the records before it, also
+  // while records after it are acknowledged, and groups no record before it with one after it.
+  JournalCut Cut();
+  // Any thread, for the latest cut: waits up to `wait` until every record before `cut` is
   // acknowledged and returns the highest stream sequence among them, the journal position a state
   // taken at the cut covers. kTimeout when they are not all acknowledged in time, kUnavailable when
   // records were sent again meanwhile (the stream may then hold a later record before an earlier
-  // one, so no sequence separates the cut cleanly).
+  // one, so no sequence separates the cut cleanly) or a later cut was taken.
   Result<uint64_t> WaitCovered(const JournalCut& cut, std::chrono::milliseconds wait);
 
   struct Impl;
