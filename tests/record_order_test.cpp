@@ -229,6 +229,37 @@ TEST_CASE("RecordOrderer: releases pass held records on oldest first, then one u
   CHECK(h.out.back() == "4");
 }
 
+TEST_CASE("RecordOrderer: leniency ends at a record whose predecessor was seen") {
+  Harness h;
+  h.Add(Text(CaptureRecordType::kSourceDefinition, "def"));
+  h.Add(Message(1));
+  h.orderer.Lenient(1);
+  // The next record follows one passed on: the order is known, and a later record whose
+  // predecessor is missing waits for it.
+  h.Add(Message(2), Link(Message(1)));
+  h.Add(Message(4), Link(Message(3)));
+  CHECK(h.out == Out{"def", "1", "2"});
+  h.Add(Message(3), Link(Message(2)));
+  CHECK(h.out == Out{"def", "1", "2", "3", "4"});
+  CHECK(h.orderer.stats().released_early == 0);
+}
+
+TEST_CASE("RecordOrderer: seeded link ids stand for records before the point reading starts") {
+  // The record before the point (not read) and the three after it, the first two of those
+  // delivered late: they are put in order, none passed on early.
+  const Bytes before = Message(10);
+  Harness h;
+  h.orderer.Define(1);
+  const uint64_t seeds[] = {Link(before)};
+  h.orderer.Seed(1, seeds);
+  h.Add(Message(12), Link(Message(11)));
+  h.Add(Message(13), Link(Message(12)));
+  CHECK(h.out.empty());
+  h.Add(Message(11), Link(before));
+  CHECK(h.out == Out{"11", "12", "13"});
+  CHECK(h.orderer.stats().released_early == 0);
+}
+
 TEST_CASE("RecordOrderer: more than max_held_bytes held releases everything") {
   const Bytes b0 = Message(0);
   Harness h(b0.size() * 2 + 1);

@@ -68,7 +68,11 @@ bool RecordOrderer::Ready(Source& source, const CaptureRecordView& record,
     *needs_definition = true;
     return false;
   }
-  if (!prev || source.recent.count(*prev) != 0) return true;
+  if (!prev) return true;
+  if (source.recent.count(*prev) != 0) {
+    source.lenient = false;  // the source's order is known again
+    return true;
+  }
   if (source.lenient) {
     source.lenient = false;
     return true;
@@ -91,6 +95,11 @@ void RecordOrderer::Add(uint64_t position, uint64_t source_key, std::span<const 
 void RecordOrderer::Define(uint64_t source_key) { At(source_key).defined = true; }
 
 void RecordOrderer::Lenient(uint64_t source_key) { At(source_key).lenient = true; }
+
+void RecordOrderer::Seed(uint64_t source_key, std::span<const uint64_t> links) {
+  Source& source = At(source_key);
+  for (const uint64_t link : links) NoteLink(source, link);
+}
 
 void RecordOrderer::Hold(uint64_t position, uint64_t source_key, std::span<const std::byte> bytes,
                          std::optional<uint64_t> prev, bool needs_definition) {

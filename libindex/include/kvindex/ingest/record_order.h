@@ -23,8 +23,11 @@
 // Held records are passed on without their predecessor (oldest first) by ReleaseSource() (the
 // recorder dropped records of that source: they will never come), ReleaseAll() (the carrier lost
 // records) and when more than `max_held_bytes` are held. After a release, and after Lenient(), the
-// source's next batch record whose predecessor was never seen is passed on at once (its
-// predecessor may be among the lost records, or before the point where reading started).
+// source's next batch record is passed on at once also when its predecessor was never seen (it
+// may be among the lost records, or before the point where reading started); a batch record whose
+// predecessor was passed on ends that leniency. Where reading starts after a point whose records
+// are known by their link ids (a snapshot that names them), Seed() notes them instead, and the
+// records after that point are put in order like any others.
 //
 // Thread safety: one thread.
 #ifndef KVINDEX_INGEST_RECORD_ORDER_H_
@@ -86,8 +89,12 @@ class RecordOrderer {
 
   // The source's definition was read elsewhere (a snapshot): its batch records need not wait.
   void Define(uint64_t source_key);
-  // The source's next batch record whose predecessor was never seen is passed on at once.
+  // The source's next batch record is passed on at once, also when its predecessor was never
+  // seen (unless a record naming one that was seen comes first).
   void Lenient(uint64_t source_key);
+  // The records with these link ids (link or chained) were passed on elsewhere (before a
+  // snapshot's cut): records naming them need not wait.
+  void Seed(uint64_t source_key, std::span<const uint64_t> links);
   // Passes on every record held for `source_key`, oldest first; Lenient() for it.
   void ReleaseSource(uint64_t source_key, const Sink& sink);
   // Passes on every record held, oldest first; Lenient() for every source, also ones not seen yet.
