@@ -99,6 +99,10 @@ struct JournalPublisher::Impl {
   // sides of the cut, so that the sequence covering the records before it holds none after it.
   uint64_t cut_ordinal = 0;
   uint64_t cut_max_seq = 0;
+  // Sources of records lost when sent (larger than the server takes), for the ingest thread to
+  // mark (lost_sources); how many such records so far.
+  std::set<uint32_t> lost_at_send_sources;
+  uint64_t lost_at_send = 0;
   std::condition_variable popped;  // records left the front
   JournalPublisherStatus counters;
   std::thread thread;
@@ -209,6 +213,7 @@ bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
   const uint32_t source = Le32(record.data() + 24);
   {
     std::lock_guard lock(mutex);
+    lost_sources.merge(lost_at_send_sources);
     // A record larger than the server takes cannot be journaled at all.
     const bool too_large = record.size() + 512 > max_payload;
     if (too_large || (may_drop && counters.bytes_pending + record.size() > options.buffer_bytes)) {
@@ -390,6 +395,8 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
         ++counters.lost_records;
         counters.lost_bytes += e.data.size();
         e.state = EntryState::kAcked;
+        lost_at_send_sources.insert(Le32(e.data.data() + 24));
+        ++lost_at_send;
       });
       --in_flight;
       PopAcked();
@@ -517,6 +524,14 @@ void JournalPublisher::Close(std::chrono::milliseconds drain) {
 
 JournalCut JournalPublisher::Cut() {
   Impl& m = *impl_;
+  // A record dropped before the cut is in the state taken with it: its source's journal-lost note
+  // goes before the cut too, or a replica starting after the cut would take the note for a loss
+  // of its own.
+  {
+    std::lock_guard lock(m.mutex);
+    m.lost_sources.merge(m.lost_at_send_sources);
+  }
+  if (!m.lost_sources.empty()) m.MarkLosses();
   JournalCut cut;
   for (const auto& [source, key] : m.keys) {
     if (cut.source_keys.size() <= source) cut.source_keys.resize(source + 1, 0);
@@ -529,6 +544,7 @@ JournalCut JournalPublisher::Cut() {
   m.cut_ordinal = cut.ordinal;
   m.cut_max_seq = m.popped_max_seq;
   cut.resent = m.counters.resent;
+  cut.lost_at_send = m.lost_at_send;
   return cut;
 }
 
@@ -549,6 +565,11 @@ Result<uint64_t> JournalPublisher::WaitCovered(const JournalCut& cut,
   }
   if (m.counters.resent != cut.resent) {
     return Status::Unavailable("journal: records were sent again across the snapshot's cut");
+  }
+  if (m.lost_at_send != cut.lost_at_send) {
+    // Their journal-lost note comes after the cut, where a replica starting there would take it
+    // for a loss of its own.
+    return Status::Unavailable("journal: records before the snapshot's cut were lost when sent");
   }
   return covered;
 }

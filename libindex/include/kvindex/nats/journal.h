@@ -100,6 +100,7 @@ struct JournalPublisherStatus {
 struct JournalCut {
   uint64_t ordinal = 0;  // records handed over (and kept) before the cut
   uint64_t resent = 0;   // JournalPublisherStatus::resent at the cut
+  uint64_t lost_at_send = 0;  // records lost when sent (larger than the server takes) so far
   // The journal key of each capture source id (index = id; 0 = no definition journaled).
   std::vector<uint64_t> source_keys;
 };
@@ -134,7 +135,8 @@ class JournalPublisher : public CaptureRecordSink {
   // acknowledged and returns the highest stream sequence among them, the journal position a state
   // taken at the cut covers. kTimeout when they are not all acknowledged in time, kUnavailable when
   // records were sent again meanwhile (the stream may then hold a later record before an earlier
-  // one, so no sequence separates the cut cleanly) or a later cut was taken.
+  // one, so no sequence separates the cut cleanly), records were lost when sent (their
+  // journal-lost note follows the cut) or a later cut was taken.
   Result<uint64_t> WaitCovered(const JournalCut& cut, std::chrono::milliseconds wait);
 
   struct Impl;
