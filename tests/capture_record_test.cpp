@@ -249,7 +249,7 @@ TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it wa
   REQUIRE(info.ok());
   JournalApplier b(&index_b);
   const std::vector<uint64_t> keys = {0xabc};
-  REQUIRE(b.StartFrom(info->sources, info->seq, keys, 3).ok());
+  REQUIRE(b.StartFrom(info->sources, info->seq, keys, {}, 3).ok());
   CHECK(b.stats().applied_seq == 3);
   CHECK(b.stats().snapshot_seq == 3);
   REQUIRE(b.ingestor().source_count() == 1);
@@ -273,6 +273,62 @@ TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it wa
   CHECK(b.ingestor().source_count() == 1);
 }
 
+TEST_CASE("JournalApplier: records after a snapshot's cut are put in order from its last links") {
+  const Bytes def = Definition("a=vllm@tcp://127.0.0.1:1,model=m,block-size=2");
+  std::vector<Bytes> batches;
+  for (uint64_t s = 0; s < 5; ++s) batches.push_back(StoreBatch(s));
+  const auto prev = [&](size_t i) {
+    return i == 0 ? std::nullopt : std::optional<uint64_t>(test::LinkOf(batches[i - 1]));
+  };
+  // The ingester's state after batches 0 and 1 (stream sequences 1-3), as a snapshot.
+  PrefixIndex index_a;
+  JournalApplier a(&index_a);
+  uint64_t stream_seq = 0;
+  Entry d(def, 0xabc, ++stream_seq);
+  REQUIRE(a.Apply(d.entry).ok());
+  for (size_t i = 0; i < 2; ++i) {
+    Entry e(batches[i], 0xabc, ++stream_seq, prev(i));
+    REQUIRE(a.Apply(e.entry).ok());
+  }
+  const std::vector<SourceSeqState> seq = {a.ingestor().sequence_state(SourceId{0})};
+  std::string bytes;
+  REQUIRE(WriteSnapshot(index_a.CopyState(), seq, 1, [&bytes](std::string_view chunk) {
+            bytes.append(chunk);
+            return true;
+          }).ok());
+  // After the cut the stream holds batch 2 after 3 and 4 (its publish failed and was resent).
+  const auto replica = [&](std::vector<std::optional<JournalLink>> links, PrefixIndex& index) {
+    SnapshotReader reader("s", &index);
+    REQUIRE(reader.Feed(bytes).ok());
+    Result<SnapshotInfo> info = reader.Finish();
+    REQUIRE(info.ok());
+    JournalApplier b(&index);
+    const std::vector<uint64_t> keys = {0xabc};
+    REQUIRE(b.StartFrom(info->sources, info->seq, keys, links, stream_seq).ok());
+    uint64_t at = stream_seq;
+    for (const size_t i : {3, 4, 2}) {
+      Entry e(batches[i], 0xabc, ++at, prev(i));
+      REQUIRE(b.Apply(e.entry).ok());
+    }
+    return std::make_pair(b.ingestor().counters(SourceId{0}).sequence, b.stats());
+  };
+  const uint64_t last = test::LinkOf(batches[1]);  // a live batch: its chained id is its link id
+  PrefixIndex named;
+  const auto [seqs, stats] = replica({JournalLink{last, last}}, named);
+  CHECK(named.stats().presences == 5);
+  CHECK(seqs.gaps == 0);
+  CHECK(seqs.lost == 0);
+  CHECK(stats.reordered == 2);
+  CHECK(stats.held_records == 0);
+  CHECK(stats.released_early == 0);
+  // A snapshot that does not name them lets the first record after the cut through, here the
+  // wrong one: batch 2 then waits for a predecessor the stream does not hold after the cut.
+  PrefixIndex unnamed;
+  const auto [unnamed_seqs, unnamed_stats] = replica({}, unnamed);
+  CHECK(unnamed_stats.held_records == 1);
+  CHECK(unnamed.stats().presences < 5);
+}
+
 TEST_CASE("JournalApplier: after skipped sequences the next hole is given up on at once") {
   PrefixIndex index;
   JournalApplier applier(&index);
@@ -292,7 +348,10 @@ TEST_CASE("journal snapshot manifest: encodes, parses back, refuses damage") {
   m.xxh3 = 0xfedcba9876543210ULL;
   m.chunks = {{5, kJournalSnapshotChunkBytes, 1}, {6, 7, 0xffffffffffffffffULL}};
   m.source_keys = {0xabc, 0};
+  m.last_links = {JournalLink{0x1111, 0xffffffffffffffffULL}};
   const std::string text = EncodeJournalSnapshotManifest(m);
+  CHECK(text.find("\nsource 0000000000000000\nlast 0 0000000000001111 ffffffffffffffff\nend\n") !=
+        std::string::npos);
   CHECK(text.rfind("kvindex-journal-snapshot 1\nid 1764657000123456789\ncovered_seq 42\n", 0) == 0);
   Result<JournalSnapshotManifest> back = ParseJournalSnapshotManifest(text);
   REQUIRE(back.ok());
@@ -304,6 +363,7 @@ TEST_CASE("journal snapshot manifest: encodes, parses back, refuses damage") {
   CHECK(back->chunks[1].seq == 6);
   CHECK(back->chunks[1].xxh3 == 0xffffffffffffffffULL);
   CHECK(back->source_keys == m.source_keys);
+  CHECK(back->last_links == m.last_links);
   const auto refused = [](const std::string& bad) {
     Result<JournalSnapshotManifest> r = ParseJournalSnapshotManifest(bad);
     REQUIRE(!r.ok());
@@ -318,6 +378,19 @@ TEST_CASE("journal snapshot manifest: encodes, parses back, refuses damage") {
   std::string big_chunk = text;
   big_chunk.replace(big_chunk.find("chunk 6 7 "), 10, "chunk 6 1048577 ");
   CHECK(refused(big_chunk).find("line 7") != std::string::npos);
+  // A last link for a source the manifest does not name, twice for one, or before a source.
+  std::string unnamed = text;
+  unnamed.replace(unnamed.find("last 0 "), 7, "last 2 ");
+  CHECK(refused(unnamed).find("line 10: 'last' for a source position") != std::string::npos);
+  std::string twice = text;
+  twice.insert(twice.find("end\n"), "last 0 0000000000000001 0000000000000002\n");
+  CHECK(refused(twice).find("line 11") != std::string::npos);
+  std::string source_after = text;
+  source_after.insert(source_after.find("end\n"), "source 0000000000000abc\n");
+  CHECK(refused(source_after).find("a source after the last links") != std::string::npos);
+  std::string short_hex = text;
+  short_hex.replace(short_hex.find("0000000000001111"), 16, "1111");
+  CHECK(refused(short_hex).find("expected 'last <position>") != std::string::npos);
   CHECK(!ParseJournalSnapshotManifest(text + "end\n").ok());
   CHECK(!ParseJournalSnapshotManifest("").ok());
   CHECK(JournalSnapshotStream("kv") == "kv_SNAP");

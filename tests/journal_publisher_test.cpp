@@ -176,11 +176,6 @@ std::vector<std::string> StreamRecords(const JournalOptions& options) {
   return out;
 }
 
-// nats.c's global state, released once at the end of the process.
-struct CloseLibraryAtExit {
-  ~CloseLibraryAtExit() { CloseJournalLibrary(); }
-} close_library_at_exit;
-
 using Records = std::vector<std::string>;
 
 TEST_CASE("a cut covers the records before it, also when later ones are acknowledged first") {

@@ -220,6 +220,36 @@ def frames(record):  # the frames of one capture record (docs/capture-format.md)
         out.append(body[at + 4:at + 4 + n])
         at += 4 + n
     return out
+def batch_links(port, stream, upto):
+    # Every batch record of the journal's messages 1..upto (docs/scale-out.md "Order within a
+    # source"), computed with python3-xxhash: yields (message seq, its headers, its subject, first
+    # batch record of the message?, the source's previous (link, chained) or None, (link, chained)).
+    import base64, struct, xxhash
+    TAG, END = 0x7265706c61796564, 2**64 - 1
+    links = {}
+    for n in range(1, upto + 1):
+        m = api(port, "STREAM.MSG.GET." + stream, {"seq": n})["message"]
+        data = base64.b64decode(m["data"])
+        hdrs = base64.b64decode(m.get("hdrs", "")).decode().split("\r\n")[1:]
+        hdrs = dict(h.split(": ", 1) for h in hdrs if ": " in h)
+        pos, first = 0, True
+        while pos < len(data):
+            length, rtype = struct.unpack_from("<IB", data, pos)
+            record = data[pos:pos + length]
+            pos += length
+            if rtype not in (2, 3):
+                continue
+            f = frames(record)
+            seq = int.from_bytes(f[1], "big")
+            link = xxhash.xxh3_64_intdigest(b"" if seq == END else f[-1], seed=seq)
+            prev = links.get(m["subject"])
+            chained = link
+            if rtype == 3:
+                seed = (0 if prev is None else prev[1]) ^ TAG
+                chained = xxhash.xxh3_64_intdigest(struct.pack("<Q", link), seed=seed)
+            links[m["subject"]] = (link, chained)
+            yield n, hdrs, m["subject"], first, prev, (link, chained), rtype
+            first = False
 PYEOF
 )
 

@@ -35,40 +35,17 @@ check_answers "$TMP/q.jsonl" "$http_a" "$http_b" || fail "replica answers"
 # chained link id (Kvindex-Chained-Prev), computed here independently with python3-xxhash
 # (docs/scale-out.md "Order within a source"); replays are among the records (--drop-every).
 "$PY" -c "$JS_PY"$'\n''
-import base64, struct, sys, xxhash
+import sys
 port, last = sys.argv[1], int(sys.argv[2])
-TAG, END = 0x7265706c61796564, 2**64 - 1
-links, replayed, checked = {}, 0, 0
-for n in range(1, last + 1):
-    m = api(port, "STREAM.MSG.GET.kvtest", {"seq": n})["message"]
-    data = base64.b64decode(m["data"])
-    hdrs = base64.b64decode(m.get("hdrs", "")).decode().split("\r\n")[1:]
-    hdrs = dict(h.split(": ", 1) for h in hdrs if ": " in h)
-    pos, first = 0, True
-    while pos < len(data):
-        length, rtype = struct.unpack_from("<IB", data, pos)
-        record = data[pos:pos + length]
-        pos += length
-        if rtype not in (2, 3):
-            continue
-        f = frames(record)
-        seq = int.from_bytes(f[1], "big")
-        link = xxhash.xxh3_64_intdigest(b"" if seq == END else f[-1], seed=seq)
-        source = m["subject"]
-        prev = links.get(source)
-        if first:
-            want = None if prev is None else "%016x" % prev[0]
-            assert hdrs.get("Kvindex-Prev") == want, (n, hdrs, want)
-            want = None if prev is None else "%016x" % prev[1]
-            assert hdrs.get("Kvindex-Chained-Prev") == want, (n, hdrs, want)
-            checked += 1
-            first = False
-        chained = link
-        if rtype == 3:
-            replayed += 1
-            seed = (0 if prev is None else prev[1]) ^ TAG
-            chained = xxhash.xxh3_64_intdigest(struct.pack("<Q", link), seed=seed)
-        links[source] = (link, chained)
+replayed, checked = 0, 0
+for n, hdrs, subject, first, prev, link, rtype in batch_links(port, "kvtest", last):
+    if first:
+        want = None if prev is None else "%016x" % prev[0]
+        assert hdrs.get("Kvindex-Prev") == want, (n, hdrs, want)
+        want = None if prev is None else "%016x" % prev[1]
+        assert hdrs.get("Kvindex-Chained-Prev") == want, (n, hdrs, want)
+        checked += 1
+    replayed += rtype == 3
 assert replayed > 0 and checked > 300, (replayed, checked)
 ' "$nats" "$last" || fail "predecessor headers"
 # /metrics names the journal position.

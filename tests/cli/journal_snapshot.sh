@@ -52,6 +52,21 @@ json.loads(request(port, "%s.%d.m" % (S, keep + 2), manifest(keep + 2, "chunk 99
 json.loads(request(port, "%s.%d.m" % (S, keep + 3), "not a manifest"))' "$nats" "$last" "$keep" \
   || fail "adding bad snapshots"
 [ "$covered" -lt "$last" ] || fail "the snapshot kept covers everything"
+# Its manifest names each source's last batch record up to the sequence it covers (link id and
+# chained link id), as computed here from the journal's messages with python3-xxhash.
+"$PY" -c "$JS_PY"$'\n''
+import base64, sys
+port, covered, keep = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+m = api(port, "STREAM.MSG.GET.kvsnap_SNAP", {"last_by_subj": "kvsnap_SNAP.%d.m" % keep})
+lines = base64.b64decode(m["message"]["data"]).decode().splitlines()
+keys = [l.split()[1] for l in lines if l.startswith("source ")]
+named = {int(l.split()[1]): tuple(int(x, 16) for x in l.split()[2:]) for l in lines if l.startswith("last ")}
+last = {}
+for n, hdrs, subject, first, prev, link, rtype in batch_links(port, "kvsnap", covered):
+    last[subject] = link
+want = {i: last["kvsnap.src." + k] for i, k in enumerate(keys) if "kvsnap.src." + k in last}
+assert want and named == want, (named, want)
+' "$nats" "$covered" "$keep" || fail "the snapshot's last links"
 
 start_replica() {
   LOG_LEVEL=info launch_replica rep "$http_rep" --journal-stream kvsnap --json "$TMP/rep.json"

@@ -6,7 +6,7 @@
 //    larger than 1 MiB, and its encoding parses back into the same manifest.
 //
 // Corpus (tests/fuzz/corpus/journal_manifest/): manifests as the ingester writes them (one and
-// several chunks, with and without sources) and broken ones.
+// several chunks, with and without sources and last links) and broken ones.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,7 +23,8 @@ void Fail(std::string_view what, std::string_view detail, std::string_view input
 
 bool Same(const kvindex::JournalSnapshotManifest& a, const kvindex::JournalSnapshotManifest& b) {
   if (a.id != b.id || a.covered_seq != b.covered_seq || a.bytes != b.bytes || a.xxh3 != b.xxh3 ||
-      a.chunks.size() != b.chunks.size() || a.source_keys != b.source_keys) {
+      a.chunks.size() != b.chunks.size() || a.source_keys != b.source_keys ||
+      a.last_links != b.last_links) {
     return false;
   }
   for (size_t i = 0; i < a.chunks.size(); ++i) {

@@ -174,11 +174,13 @@ Status JournalSnapshotter::WriteOne() {
                            journal_.WaitCovered(taken->cut, std::chrono::seconds(10)));
   std::vector<uint64_t> keys = std::move(taken->cut.source_keys);
   keys.resize(taken->state.index.sources.size(), 0);
+  std::vector<std::optional<JournalLink>> links = std::move(taken->cut.last_links);
+  links.resize(keys.size());
   const ConsistentState& state = taken->state;
   const auto started = SteadyClock::now();
   KVINDEX_ASSIGN_OR_RETURN(
       const JournalSnapshotManifest manifest,
-      store_->Write(covered, std::move(keys),
+      store_->Write(covered, std::move(keys), std::move(links),
                     [&state](const std::function<bool(std::string_view)>& sink) {
                       return WriteSnapshot(state.index, state.seq, RealtimeNs(), sink).status();
                     }));
@@ -261,7 +263,8 @@ Result<ReplicaStart> StartFromJournalSnapshot(const JournalOptions& journal, Ind
       continue;
     }
     KVINDEX_RETURN_IF_ERROR(
-        applier->StartFrom(info->sources, info->seq, manifest.source_keys, manifest.covered_seq)
+        applier->StartFrom(info->sources, info->seq, manifest.source_keys, manifest.last_links,
+                           manifest.covered_seq)
             .WithContext(name));
     Log(LogLevel::kInfo, "replica: loaded " + name + ": covers seq " +
                              std::to_string(manifest.covered_seq) + ", " +

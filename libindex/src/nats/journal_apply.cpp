@@ -20,16 +20,24 @@ JournalApplier::JournalApplier(PrefixIndex* index)
 
 Status JournalApplier::StartFrom(std::span<const SourceConfig> configs,
                                  std::span<const SourceSeqState> seq,
-                                 std::span<const uint64_t> source_keys, uint64_t covered_seq) {
+                                 std::span<const uint64_t> source_keys,
+                                 std::span<const std::optional<JournalLink>> last_links,
+                                 uint64_t covered_seq) {
   for (size_t i = 0; i < configs.size(); ++i) {
     KVINDEX_ASSIGN_OR_RETURN(const SourceId id,
                              ingestor_.AdoptSource(configs[i], SourceId{static_cast<uint32_t>(i)}));
     if (i < seq.size()) ingestor_.SeedSequence(id, seq[i]);
     const uint64_t key = i < source_keys.size() ? source_keys[i] : 0;
     if (key == 0 || sources_.Known(key)) continue;
-    // Defined by the snapshot; the records after its cut name predecessors before it.
+    // Defined by the snapshot; the records after its cut name predecessors before it: the last
+    // one where the snapshot names it, else the first record after the cut is let through.
     orderer_.Define(key);
-    orderer_.Lenient(key);
+    if (i < last_links.size() && last_links[i]) {
+      const uint64_t seen[] = {last_links[i]->link, last_links[i]->chained};
+      orderer_.Seed(key, seen);
+    } else {
+      orderer_.Lenient(key);
+    }
     KVINDEX_RETURN_IF_ERROR(
         replayer_.Adopt(sources_.Local(key), id, SourceConfigToJson(configs[i])));
   }

@@ -537,6 +537,10 @@ JournalCut JournalPublisher::Cut() {
     if (cut.source_keys.size() <= source) cut.source_keys.resize(source + 1, 0);
     cut.source_keys[source] = key;
   }
+  for (const auto& [source, last] : m.last_link) {
+    if (cut.last_links.size() <= source) cut.last_links.resize(source + 1);
+    cut.last_links[source] = JournalLink{last.link, last.chained};
+  }
   std::lock_guard lock(m.mutex);
   cut.ordinal = m.next_ordinal;
   // Every record popped so far precedes the cut; the ones popped from now on count while their

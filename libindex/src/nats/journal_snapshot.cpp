@@ -116,13 +116,17 @@ Result<std::unique_ptr<JournalSnapshotStore>> JournalSnapshotStore::Open(
 
 Result<JournalSnapshotManifest> JournalSnapshotStore::Write(
     uint64_t covered_seq, std::vector<uint64_t> source_keys,
-    const JournalSnapshotProducer& produce) {
+    std::vector<std::optional<JournalLink>> last_links, const JournalSnapshotProducer& produce) {
   Impl& m = *impl_;
   JournalSnapshotManifest manifest;
   manifest.id = std::max<uint64_t>(static_cast<uint64_t>(RealtimeNs()), m.last_id + 1);
   m.last_id = manifest.id;
   manifest.covered_seq = covered_seq;
   manifest.source_keys = std::move(source_keys);
+  manifest.last_links = std::move(last_links);
+  if (manifest.last_links.size() > manifest.source_keys.size()) {
+    manifest.last_links.resize(manifest.source_keys.size());
+  }
   const int64_t max_payload = natsConnection_GetMaxPayload(m.link.connection());
   const size_t chunk_bytes = max_payload > 8192 ? std::min(kJournalSnapshotChunkBytes,
                                                            static_cast<size_t>(max_payload) - 4096)

@@ -7,9 +7,12 @@
 //   xxh3 <16 hex digits>
 //   chunk <seq> <bytes> <16 hex digits>     (one per chunk, in order)
 //   source <16 hex digits>                  (one per snapshot source, in order)
+//   last <position> <16 hex> <16 hex>       (a source's last batch record before the cut: its link
+//                                           id and chained link id; positions increasing)
 //   end
 #include <charconv>
 #include <cstdio>
+#include <optional>
 
 #include "kvindex/nats/journal_snapshot.h"
 
@@ -54,6 +57,11 @@ std::string EncodeJournalSnapshotManifest(const JournalSnapshotManifest& m) {
         "chunk " + std::to_string(c.seq) + " " + std::to_string(c.bytes) + " " + Hex(c.xxh3) + "\n";
   }
   for (const uint64_t key : m.source_keys) out += "source " + Hex(key) + "\n";
+  for (size_t i = 0; i < m.last_links.size() && i < m.source_keys.size(); ++i) {
+    if (!m.last_links[i]) continue;
+    out += "last " + std::to_string(i) + " " + Hex(m.last_links[i]->link) + " " +
+           Hex(m.last_links[i]->chained) + "\n";
+  }
   out += "end\n";
   return out;
 }
@@ -110,6 +118,7 @@ Result<JournalSnapshotManifest> ParseJournalSnapshotManifest(std::string_view te
       chunk_total += c.bytes;
       m.chunks.push_back(c);
     } else if (key == "source") {
+      if (!m.last_links.empty()) return bad("a source after the last links");
       if (m.source_keys.size() >= kMaxSources) return bad("too many sources");
       std::string_view hash;
       uint64_t value = 0;
@@ -117,6 +126,20 @@ Result<JournalSnapshotManifest> ParseJournalSnapshotManifest(std::string_view te
         return bad("expected 'source <key>'");
       }
       m.source_keys.push_back(value);
+    } else if (key == "last") {
+      std::string_view position, link, chained;
+      uint64_t at = 0;
+      JournalLink value;
+      if (!NextField(line, position) || !NextField(line, link) || !NextField(line, chained) ||
+          !line.empty() || !ParseNumber(position, at, 10) || !ParseNumber(link, value.link, 16) ||
+          !ParseNumber(chained, value.chained, 16)) {
+        return bad("expected 'last <position> <link> <chained>'");
+      }
+      if (at >= m.source_keys.size() || at < m.last_links.size()) {
+        return bad("'last' for a source position not named, or not in increasing order");
+      }
+      m.last_links.resize(at + 1);
+      m.last_links[at] = value;
     } else if (key == "end" && line.empty()) {
       ended = true;
     } else {

@@ -95,6 +95,14 @@ struct JournalPublisherStatus {
   std::string last_error;           // the latest failure, for logs ("" = none)
 };
 
+// A batch record's link id and chained link id (ingest/record_order.h): what the next batch
+// record of its source names as its predecessor.
+struct JournalLink {
+  uint64_t link = 0;
+  uint64_t chained = 0;
+  friend bool operator==(const JournalLink&, const JournalLink&) = default;
+};
+
 // A cut through the records a publisher was handed (JournalPublisher::Cut()): what a snapshot of
 // the ingester's state taken at the same moment holds.
 struct JournalCut {
@@ -103,6 +111,9 @@ struct JournalCut {
   uint64_t lost_at_send = 0;  // records lost when sent (larger than the server takes) so far
   // The journal key of each capture source id (index = id; 0 = no definition journaled).
   std::vector<uint64_t> source_keys;
+  // The link ids of each capture source's last batch record before the cut (index = id; nullopt:
+  // none), which the first one after it names.
+  std::vector<std::optional<JournalLink>> last_links;
 };
 
 class JournalPublisher : public CaptureRecordSink {

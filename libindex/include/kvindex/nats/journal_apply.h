@@ -23,6 +23,7 @@
 #define KVINDEX_NATS_JOURNAL_APPLY_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "kvindex/index/prefix_index.h"
 #include "kvindex/ingest/capture_replay.h"
 #include "kvindex/ingest/ingest.h"
+#include "kvindex/nats/journal.h"
 #include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal.h"
 
@@ -73,11 +75,14 @@ class JournalApplier : private IngestObserver {
   explicit JournalApplier(PrefixIndex* index);
 
   // Before any Apply(): continues from a snapshot loaded into the index. `configs` and `seq` are
-  // the snapshot's sources (index source i = configs[i]) and `source_keys` their journal keys (0:
-  // none; the source then gets no journal records); the journal continues at covered_seq + 1.
+  // the snapshot's sources (index source i = configs[i]), `source_keys` their journal keys (0:
+  // none; the source then gets no journal records) and `last_links` the link ids of their last
+  // batch records before the cut (nullopt or missing: not known; the source's first batch record
+  // after the cut is then applied whatever it names); the journal continues at covered_seq + 1.
   // Fails as Ingestor::AdoptSource() does.
   Status StartFrom(std::span<const SourceConfig> configs, std::span<const SourceSeqState> seq,
-                   std::span<const uint64_t> source_keys, uint64_t covered_seq);
+                   std::span<const uint64_t> source_keys,
+                   std::span<const std::optional<JournalLink>> last_links, uint64_t covered_seq);
 
   // The stream went on at a later sequence than the next one expected: `count` sequences are
   // counted skipped and every source gives up on its next hole at once (it waits now: at once).

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,11 +42,15 @@ struct JournalSnapshotManifest {
   std::vector<JournalSnapshotChunk> chunks;
   // The journal key of each snapshot source, by its position in the snapshot (0 = none known).
   std::vector<uint64_t> source_keys;
+  // The link ids of each snapshot source's last batch record before the cut, by its position
+  // (nullopt, or a shorter vector: none known). A replica notes them, so the records after the cut
+  // that name them need not wait, and the others wait for their predecessors as anywhere else.
+  std::vector<std::optional<JournalLink>> last_links;
 };
 
 // The manifest as text (lines "kvindex-journal-snapshot 1", "id N", ..., "end") and back.
 // Parsing fails kMalformed naming the line for anything else (at most 1,000,000 chunks and
-// 65,536 sources).
+// 65,536 sources; a `last` line for a source position the manifest names, in increasing order).
 std::string EncodeJournalSnapshotManifest(const JournalSnapshotManifest& manifest);
 Result<JournalSnapshotManifest> ParseJournalSnapshotManifest(std::string_view text);
 
@@ -81,6 +86,7 @@ class JournalSnapshotStore {
   // Publishes one snapshot (chunks as `produce` fills them, then the manifest). A failed write
   // removes what it published.
   Result<JournalSnapshotManifest> Write(uint64_t covered_seq, std::vector<uint64_t> source_keys,
+                                        std::vector<std::optional<JournalLink>> last_links,
                                         const JournalSnapshotProducer& produce);
   // The manifests in the stream, newest first (highest covered sequence, then latest id). A
   // manifest that does not parse is left out and described in `problems`.
