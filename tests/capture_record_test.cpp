@@ -329,6 +329,31 @@ TEST_CASE("JournalApplier: records after a snapshot's cut are put in order from 
   CHECK(unnamed.stats().presences < 5);
 }
 
+TEST_CASE("JournalApplier: an unregister note purges the instance; a definition again adds it") {
+  PrefixIndex index;
+  JournalApplier applier(&index);
+  uint64_t seq = 0;
+  const Bytes def = Definition("a=vllm@tcp://127.0.0.1:1,model=m,block-size=2");
+  ApplyAt(applier, def, ++seq);
+  ApplyAt(applier, StoreBatch(0), ++seq);
+  ApplyAt(applier, StoreBatch(1), ++seq);
+  CHECK(index.stats().presences == 2);
+  REQUIRE(index.stats().instances.size() == 1);
+  Bytes note;
+  REQUIRE(EncodeCaptureText(note, CaptureRecordType::kNote, SourceId{9}, 0, kUnregisterNote).ok());
+  ApplyAt(applier, note, ++seq);
+  CHECK(index.stats().presences == 0);
+  CHECK(index.stats().instances.empty());
+  CHECK(applier.replay_stats().unregistered == 1);
+  // Registered again: the same definition is a new source whose publisher starts over.
+  ApplyAt(applier, def, ++seq);
+  ApplyAt(applier, StoreBatch(0), ++seq);
+  CHECK(index.stats().presences == 1);
+  CHECK(index.stats().instances.size() == 1);
+  CHECK(applier.ingestor().source_count() == 2);
+  CHECK(applier.replay_stats().unknown_source_records == 0);
+}
+
 TEST_CASE("JournalApplier: after skipped sequences the next hole is given up on at once") {
   PrefixIndex index;
   JournalApplier applier(&index);

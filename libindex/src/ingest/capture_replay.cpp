@@ -77,6 +77,17 @@ Status CaptureReplayer::Apply(const CaptureRecordView& record) {
       const auto it = sources_.find(record.source.value);
       if (it != sources_.end()) ingestor_.StartOrphanReplay(it->second.first);
     }
+    // ... and its instance was removed (/unregister): purged here too. The capture source id is
+    // forgotten, so a later definition of it is a new source, as a registration again is live.
+    if (record.text() == kUnregisterNote) {
+      const auto it = sources_.find(record.source.value);
+      if (it != sources_.end()) {
+        ++stats_.unregistered;
+        ingestor_.RemoveInstanceOf(it->second.first);
+        sources_.erase(it);
+        if (record.source.value < dense_.size()) dense_[record.source.value] = -1;
+      }
+    }
     return Status::Ok();
   }
   SourceId source;

@@ -343,6 +343,11 @@ bool Ingestor::StartOrphanReplay(SourceId id) {
   return started;
 }
 
+void Ingestor::RemoveInstanceOf(SourceId id) {
+  if (index_ == nullptr) return;
+  (void)index_->RemoveInstance(At(id).config.name);  // kNotFound: purged already
+}
+
 std::unique_ptr<Ingestor::Pending> Ingestor::TakePending() {
   if (pool_.empty()) return std::make_unique<Pending>();
   std::unique_ptr<Pending> pending = std::move(pool_.back());

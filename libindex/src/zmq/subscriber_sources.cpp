@@ -120,6 +120,8 @@ Result<ApplyResult> Subscriber::Impl::RemoveInstance(const std::string& instance
   for (auto& s : sources) {
     if (!s || s->config.name != instance) continue;
     found = true;
+    // Recorded (capture, journal) so that a replay, or a replica, purges the instance here too.
+    RecordText(CaptureRecordType::kNote, s->id, kUnregisterNote);
     if (retired.size() <= s->id.value) retired.resize(s->id.value + 1, false);
     retired[s->id.value] = true;
     // Closed now (linger 0): ZeroMQ's reaper frees the socket, its descriptors and its slot of

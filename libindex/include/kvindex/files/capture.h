@@ -48,6 +48,9 @@ inline constexpr size_t kCaptureRecordHeaderSize = 32;
 inline constexpr size_t kCaptureMaxBody = (64u << 20) + 4096;
 // A coalescing writer writes its buffer once it holds this many bytes (bounds its memory).
 inline constexpr size_t kCaptureCoalesceBytes = size_t{1} << 20;
+// The text of the note recorded, with the source's id, for each source of an instance removed by
+// HTTP /unregister (docs/capture-format.md): replay purges the instance there.
+inline constexpr std::string_view kUnregisterNote = "unregister";
 
 enum class CaptureRecordType : uint8_t {
   kSourceDefinition = 1,  // body: the source's definition as UTF-8 JSON (docs/capture-format.md)

@@ -45,6 +45,7 @@ struct CaptureReplayStats {
   uint64_t recorded_malformed = 0;
   uint64_t recorded_timeouts = 0;
   uint64_t notes = 0;
+  uint64_t unregistered = 0;  // sources whose instance an `unregister` note removed
   uint64_t conflicting_definitions = 0;  // a source id redefined differently (the first wins)
   uint64_t unknown_source_records = 0;   // records of a source id never defined (skipped)
   uint64_t damaged_stretches = 0;        // problems the reader stepped over (ApplyAll only)

@@ -127,6 +127,10 @@ class Ingestor {
   // Returns false, asking nothing, while a replay is outstanding, during backfill or before the
   // first batch. Offline: a capture's `orphan-replay` note (docs/capture-format.md).
   bool StartOrphanReplay(SourceId source);
+  // The source's instance was removed (HTTP /unregister): purges it from the index as
+  // PrefixIndex::RemoveInstance() does. Nothing without an index, or when the index no longer
+  // lists the instance (another source of it came first). Offline: a capture's `unregister` note.
+  void RemoveInstanceOf(SourceId source);
 
   // The source's sequence state (kept in snapshots, docs/snapshot-format.md): watermark, the
   // publisher as subscribed, whether no batch was lost since its last clear or restart, the lost

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `/unregister` on an ingester reaches its journal and its capture: publish-fake runs two instances,
+# the ingester (`--record`) subscribes to both, then unregisters fake-1. The replica, and a replica
+# started afterwards from the stream's start, list the same instances with the same presences as
+# the ingester (fake-1 gone, fake-0 kept); `replay` of the ingester's capture and of
+# `record --from-journal`'s export end with that index too. Uses a real nats-server.
+. "$(dirname "$0")/journal_lib.bash"
+
+journal_start 6
+http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
+SRC=$(fake_source "$pub")
+launch_ingester ing "$http_ing" --source "fake-1=vllm@tcp://127.0.0.1:$((pub + 1)),model=fake-model" \
+  --record "$TMP/ing.kvcap"
+ing=$ING_PID
+launch_replica rep "$http_rep"
+run timeout 30 "$KVINDEX" publish-fake --format vllm --instances 2 --port "$pub" --count 200 \
+  --rate 1000 --wait-subscribers 1 --wait-timeout 20 --linger 1
+expect_status 0 "publish-fake"
+wait_acked "$http_ing" none || fail "ingester journal state"
+journal_last() {
+  http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])'
+}
+before=$(journal_last)
+wait_lag0 "$http_rep" "$before" || fail "replica lag"
+
+# view PORT: the instances and presences of /global_view, as one JSON line.
+view() {
+  http_json "$1" /global_view | "$PY" -c 'import json, sys
+j = json.load(sys.stdin)
+print(json.dumps({"presences": j["presences"], "instances": j["instances"]}, sort_keys=True))'
+}
+"$PY" - "$(view "$http_rep")" <<'PYEOF' || fail "both instances indexed"
+import json, sys
+v = json.loads(sys.argv[1])
+assert sorted(v["instances"]) == ["fake-0", "fake-1"] and v["presences"] > 0, v
+PYEOF
+
+"$PY" - "$http_ing" <<'PYEOF' || fail "/unregister"
+import json, sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:%s/unregister" % sys.argv[1],
+                             data=json.dumps({"instance_id": "fake-1"}).encode())
+with urllib.request.urlopen(req, timeout=10) as r:
+    body = json.loads(r.read())
+assert body["removed_instances"] == ["fake-1"] and body["removed_presences"] > 0, body
+PYEOF
+wait_acked "$http_ing" none || fail "ingester journal state after /unregister"
+after=$(journal_last)
+[ "$after" -gt "$before" ] || fail "the unregister note is not in the journal ($before -> $after)"
+want=$(view "$http_ing")
+"$PY" - "$want" <<'PYEOF' || fail "ingester after /unregister"
+import json, sys
+v = json.loads(sys.argv[1])
+assert sorted(v["instances"]) == ["fake-0"] and v["presences"] > 0, v
+PYEOF
+wait_lag0 "$http_rep" "$after" || fail "replica lag after /unregister"
+[ "$(view "$http_rep")" = "$want" ] || fail "replica: $(view "$http_rep"), ingester: $want"
+launch_replica rep2 "$http_rep2"
+wait_lag0 "$http_rep2" "$after" || fail "second replica lag"
+[ "$(view "$http_rep2")" = "$want" ] || fail "second replica: $(view "$http_rep2"), ingester: $want"
+
+kill -TERM "$ing"
+wait "$ing" || fail "ingester exit"
+run "$KVINDEX" record --from-journal "$J" --out "$TMP/j.kvcap"
+expect_status 0 "record --from-journal"
+for capture in ing j; do
+  run "$KVINDEX" replay "$TMP/$capture.kvcap" --json "$TMP/$capture.json"
+  expect_status 0 "replay of $capture.kvcap"
+  "$PY" - "$TMP/$capture.json" "$want" <<'PYEOF' || fail "replay of $capture.kvcap"
+import json, sys
+j, want = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+# Resident presences per instance and tier (the report also lists the instance purged, at 0).
+got = {}
+for t in j["tiers"]:
+    if t["resident"]:
+        got.setdefault(t["instance"], {})[t["tier"]] = t["resident"]
+assert j["presences"] == want["presences"], (j["presences"], want)
+assert got == {i: v["tiers"] for i, v in want["instances"].items()}, (got, want)
+PYEOF
+done
+finish
