@@ -2,8 +2,9 @@
 # `/unregister` on an ingester reaches its journal and its capture: publish-fake runs two instances,
 # the ingester (`--record`) subscribes to both, then unregisters fake-1. The replica, and a replica
 # started afterwards from the stream's start, list the same instances with the same presences as
-# the ingester (fake-1 gone, fake-0 kept); `replay` of the ingester's capture and of
-# `record --from-journal`'s export end with that index too. Uses a real nats-server.
+# the ingester (fake-1 gone, fake-0 kept; /instances says fake-1 is unregistered); `replay` of the
+# ingester's capture and of `record --from-journal`'s export end with that index too. Uses a real
+# nats-server.
 . "$(dirname "$0")/journal_lib.bash"
 
 journal_start 6
@@ -54,6 +55,13 @@ assert sorted(v["instances"]) == ["fake-0"] and v["presences"] > 0, v
 PYEOF
 wait_lag0 "$http_rep" "$after" || fail "replica lag after /unregister"
 [ "$(view "$http_rep")" = "$want" ] || fail "replica: $(view "$http_rep"), ingester: $want"
+# /instances says so on the replica as on the ingester.
+states() {
+  http_json "$1" /instances | "$PY" -c 'import json, sys
+print(" ".join("%s=%s" % (s["instance"], s["state"]) for s in json.load(sys.stdin)["sources"]))'
+}
+[ "$(states "$http_ing")" = "fake-0=live fake-1=unregistered" ] || fail "ingester /instances: $(states "$http_ing")"
+[ "$(states "$http_rep")" = "fake-0=replica fake-1=unregistered" ] || fail "replica /instances: $(states "$http_rep")"
 launch_replica rep2 "$http_rep2"
 wait_lag0 "$http_rep2" "$after" || fail "second replica lag"
 [ "$(view "$http_rep2")" = "$want" ] || fail "second replica: $(view "$http_rep2"), ingester: $want"

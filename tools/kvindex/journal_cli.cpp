@@ -174,7 +174,7 @@ ReplicaSnapshot SnapshotOf(const JournalApplier& applier, const ReplicaStart& st
     ServedSource s;
     s.config = ingestor.config(id);
     s.name = SourceDisplayName(s.config);
-    s.state = "replica";
+    s.state = applier.unregistered(id) ? "unregistered" : "replica";
     s.counters = ingestor.counters(id);
     out.sources.push_back(std::move(s));
   }

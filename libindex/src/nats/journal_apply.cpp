@@ -104,6 +104,12 @@ void JournalApplier::ApplyOrdered(uint64_t source_key, CaptureRecordView& record
       }
     }
   }
+  if (record.type == CaptureRecordType::kNote && record.text() == kUnregisterNote) {
+    if (const auto source = replayer_.Source(record.source)) {
+      if (unregistered_.size() <= source->value) unregistered_.resize(source->value + 1, false);
+      unregistered_[source->value] = true;
+    }
+  }
   const Status status = replayer_.Apply(record);
   if (!status.ok()) {
     ++stats_.bad_records;

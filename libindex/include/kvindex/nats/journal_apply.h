@@ -96,6 +96,10 @@ class JournalApplier : private IngestObserver {
 
   Ingestor& ingestor() { return ingestor_; }
   const Ingestor& ingestor() const { return ingestor_; }
+  // The source's instance was removed by an `unregister` note (HTTP /unregister on the ingester).
+  bool unregistered(SourceId source) const {
+    return source.value < unregistered_.size() && unregistered_[source.value];
+  }
   const CaptureReplayStats& replay_stats() const { return replayer_.stats(); }
   const JournalApplyStats& stats() const { return stats_; }
 
@@ -113,6 +117,7 @@ class JournalApplier : private IngestObserver {
   JournalSourceMap sources_;
   JournalApplyStats stats_;
   std::vector<bool> lossy_;            // by ingestor source id
+  std::vector<bool> unregistered_;     // by ingestor source id
   std::vector<SourceId> give_up_now_;  // asked for a replay while lossy
   RecordOrderer orderer_;
   RecordOrderer::Sink sink_;
