@@ -61,8 +61,8 @@ bool Accepts(uint16_t port) {
 }
 
 // nats-server -js on a free loopback port with a store folder of its own (and `config`, the text
-// of a configuration file, when given); killed and reaped at the end. Start() fails the calling test
-// when the server does not listen within 20 s.
+// of a configuration file, when given); killed and reaped at the end. Start() fails the calling
+// test when the server does not listen within 20 s.
 class NatsServer {
  public:
   enum class When { kNow, kLater };

@@ -10,8 +10,8 @@
 journal_start 6
 http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
 SRC=$(fake_source "$pub")
-launch_ingester ing "$http_ing" --source "fake-1=vllm@tcp://127.0.0.1:$((pub + 1)),model=fake-model" \
-  --record "$TMP/ing.kvcap"
+launch_ingester ing "$http_ing" \
+  --source "fake-1=vllm@tcp://127.0.0.1:$((pub + 1)),model=fake-model" --record "$TMP/ing.kvcap"
 ing=$ING_PID
 launch_replica rep "$http_rep"
 run timeout 30 "$KVINDEX" publish-fake --format vllm --instances 2 --port "$pub" --count 200 \
@@ -19,7 +19,8 @@ run timeout 30 "$KVINDEX" publish-fake --format vllm --instances 2 --port "$pub"
 expect_status 0 "publish-fake"
 wait_acked "$http_ing" none || fail "ingester journal state"
 journal_last() {
-  http_json "$http_ing" /healthz | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])'
+  http_json "$http_ing" /healthz |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["last_acked_seq"])'
 }
 before=$(journal_last)
 wait_lag0 "$http_rep" "$before" || fail "replica lag"
@@ -60,8 +61,10 @@ states() {
   http_json "$1" /instances | "$PY" -c 'import json, sys
 print(" ".join("%s=%s" % (s["instance"], s["state"]) for s in json.load(sys.stdin)["sources"]))'
 }
-[ "$(states "$http_ing")" = "fake-0=live fake-1=unregistered" ] || fail "ingester /instances: $(states "$http_ing")"
-[ "$(states "$http_rep")" = "fake-0=replica fake-1=unregistered" ] || fail "replica /instances: $(states "$http_rep")"
+[ "$(states "$http_ing")" = "fake-0=live fake-1=unregistered" ] ||
+  fail "ingester /instances: $(states "$http_ing")"
+[ "$(states "$http_rep")" = "fake-0=replica fake-1=unregistered" ] ||
+  fail "replica /instances: $(states "$http_rep")"
 launch_replica rep2 "$http_rep2"
 wait_lag0 "$http_rep2" "$after" || fail "second replica lag"
 [ "$(view "$http_rep2")" = "$want" ] || fail "second replica: $(view "$http_rep2"), ingester: $want"
