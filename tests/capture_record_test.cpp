@@ -228,6 +228,26 @@ TEST_CASE("JournalApplier: a source's first batch after later ones gives the in-
   CHECK(unnamed.stats().presences < 4);
 }
 
+// The snapshot bytes of `applier`'s index with the sequence state of its one source.
+std::string SnapshotOf(const PrefixIndex& index, const JournalApplier& applier) {
+  const std::vector<SourceSeqState> seq = {applier.ingestor().sequence_state(SourceId{0})};
+  std::string bytes;
+  REQUIRE(WriteSnapshot(index.CopyState(), seq, 1, [&bytes](std::string_view chunk) {
+            bytes.append(chunk);
+            return true;
+          }).ok());
+  return bytes;
+}
+
+// `bytes` loaded into `index`.
+SnapshotInfo LoadSnapshot(const std::string& bytes, PrefixIndex& index) {
+  SnapshotReader reader("s", &index);
+  REQUIRE(reader.Feed(bytes).ok());
+  Result<SnapshotInfo> info = reader.Finish();
+  REQUIRE(info.ok());
+  return std::move(*info);
+}
+
 TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it was taken from") {
   PrefixIndex index_a;
   JournalApplier a(&index_a);
@@ -236,20 +256,11 @@ TEST_CASE("JournalApplier: StartFrom() continues a snapshot as the applier it wa
   ApplyAt(a, Batch(2), 3);
   // The snapshot of A at seq 3, loaded into B, which continues after it.
   const SourceId source{0};
-  const std::vector<SourceSeqState> seq = {a.ingestor().sequence_state(source)};
-  std::string bytes;
-  REQUIRE(WriteSnapshot(index_a.CopyState(), seq, 1, [&bytes](std::string_view chunk) {
-            bytes.append(chunk);
-            return true;
-          }).ok());
   PrefixIndex index_b;
-  SnapshotReader reader("s", &index_b);
-  REQUIRE(reader.Feed(bytes).ok());
-  Result<SnapshotInfo> info = reader.Finish();
-  REQUIRE(info.ok());
+  const SnapshotInfo info = LoadSnapshot(SnapshotOf(index_a, a), index_b);
   JournalApplier b(&index_b);
   const std::vector<uint64_t> keys = {0xabc};
-  REQUIRE(b.StartFrom(info->sources, info->seq, keys, {}, 3).ok());
+  REQUIRE(b.StartFrom(info.sources, info.seq, keys, {}, 3).ok());
   CHECK(b.stats().applied_seq == 3);
   CHECK(b.stats().snapshot_seq == 3);
   REQUIRE(b.ingestor().source_count() == 1);
@@ -290,21 +301,13 @@ TEST_CASE("JournalApplier: records after a snapshot's cut are put in order from 
     Entry e(batches[i], 0xabc, ++stream_seq, prev(i));
     REQUIRE(a.Apply(e.entry).ok());
   }
-  const std::vector<SourceSeqState> seq = {a.ingestor().sequence_state(SourceId{0})};
-  std::string bytes;
-  REQUIRE(WriteSnapshot(index_a.CopyState(), seq, 1, [&bytes](std::string_view chunk) {
-            bytes.append(chunk);
-            return true;
-          }).ok());
+  const std::string bytes = SnapshotOf(index_a, a);
   // After the cut the stream holds batch 2 after 3 and 4 (its publish failed and was resent).
   const auto replica = [&](std::vector<std::optional<JournalLink>> links, PrefixIndex& index) {
-    SnapshotReader reader("s", &index);
-    REQUIRE(reader.Feed(bytes).ok());
-    Result<SnapshotInfo> info = reader.Finish();
-    REQUIRE(info.ok());
+    const SnapshotInfo info = LoadSnapshot(bytes, index);
     JournalApplier b(&index);
     const std::vector<uint64_t> keys = {0xabc};
-    REQUIRE(b.StartFrom(info->sources, info->seq, keys, links, stream_seq).ok());
+    REQUIRE(b.StartFrom(info.sources, info.seq, keys, links, stream_seq).ok());
     uint64_t at = stream_seq;
     for (const size_t i : {3, 4, 2}) {
       Entry e(batches[i], 0xabc, ++at, prev(i));
