@@ -1,19 +1,36 @@
 #!/usr/bin/env bash
 # `/unregister` on an ingester reaches its journal and its capture: publish-fake runs two instances,
-# the ingester (`--record`) subscribes to both, then unregisters fake-1. The replica, and a replica
-# started afterwards from the stream's start, list the same instances with the same presences as
-# the ingester (fake-1 gone, fake-0 kept; /instances says fake-1 is unregistered); `replay` of the
-# ingester's capture and of `record --from-journal`'s export end with that index too. Uses a real
-# nats-server.
+# the ingester (`--record`, snapshots into the journal) has fake-0 from `--source` and fake-1 from
+# `/register`, then unregisters fake-1. The replica, and a replica started afterwards from the
+# stream's start, list the same instances with the same presences as the ingester (fake-1 gone,
+# fake-0 kept; /instances says fake-1 is unregistered). Then fake-1 is registered again with the
+# same body (the same journal key, within JetStream's duplicate window) and publishes twice more
+# (a publisher restart between): the replica, and one started from a journal snapshot taken between
+# the two, equal the ingester again. `replay` of the ingester's capture and of
+# `record --from-journal`'s export end with the ingester's index too. Uses a real nats-server.
 . "$(dirname "$0")/journal_lib.bash"
 
-journal_start 6
-http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5))
+journal_start 7
+http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5)) http_rep3=$((base + 6))
 SRC=$(fake_source "$pub")
-launch_ingester ing "$http_ing" \
-  --source "fake-1=vllm@tcp://127.0.0.1:$((pub + 1)),model=fake-model" --record "$TMP/ing.kvcap"
+launch_ingester ing "$http_ing" --record "$TMP/ing.kvcap" --snapshot-to-journal 0.2 \
+  --snapshot-keep 100
 ing=$ING_PID
 launch_replica rep "$http_rep"
+wait_port "$http_ing" || fail "ingester HTTP"
+# post PORT PATH JSON: POSTs JSON, prints the answer's body (fails on an error status).
+post() {
+  "$PY" - "$@" <<'PYEOF'
+import sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]),
+                            data=sys.argv[3].encode())
+with urllib.request.urlopen(req, timeout=10) as r:
+    print(r.read().decode())
+PYEOF
+}
+REG='{"endpoint": "tcp://127.0.0.1:'$((pub + 1))'", "type": "vLLM", "modelname": "fake-model",
+      "instance_id": "fake-1"}'
+post "$http_ing" /register "$REG" >/dev/null || fail "/register"
 run timeout 30 "$KVINDEX" publish-fake --format vllm --instances 2 --port "$pub" --count 200 \
   --rate 1000 --wait-subscribers 1 --wait-timeout 20 --linger 1
 expect_status 0 "publish-fake"
@@ -37,14 +54,10 @@ v = json.loads(sys.argv[1])
 assert sorted(v["instances"]) == ["fake-0", "fake-1"] and v["presences"] > 0, v
 PYEOF
 
-"$PY" - "$http_ing" <<'PYEOF' || fail "/unregister"
-import json, sys, urllib.request
-req = urllib.request.Request("http://127.0.0.1:%s/unregister" % sys.argv[1],
-                             data=json.dumps({"instance_id": "fake-1"}).encode())
-with urllib.request.urlopen(req, timeout=10) as r:
-    body = json.loads(r.read())
-assert body["removed_instances"] == ["fake-1"] and body["removed_presences"] > 0, body
-PYEOF
+"$PY" -c 'import json, sys
+body = json.loads(sys.argv[1])
+assert body["removed_instances"] == ["fake-1"] and body["removed_presences"] > 0, body' \
+  "$(post "$http_ing" /unregister '{"instance_id": "fake-1"}')" || fail "/unregister"
 wait_acked "$http_ing" none || fail "ingester journal state after /unregister"
 after=$(journal_last)
 [ "$after" -gt "$before" ] || fail "the unregister note is not in the journal ($before -> $after)"
@@ -68,6 +81,45 @@ print(" ".join("%s=%s" % (s["instance"], s["state"]) for s in json.load(sys.stdi
 launch_replica rep2 "$http_rep2"
 wait_lag0 "$http_rep2" "$after" || fail "second replica lag"
 [ "$(view "$http_rep2")" = "$want" ] || fail "second replica: $(view "$http_rep2"), ingester: $want"
+
+# Registered again: same body, same key, within the duplicate window; two publisher runs.
+post "$http_ing" /register "$REG" >/dev/null || fail "/register again"
+# publish_fake1 SEED: 50 batches from a publisher of its own on fake-1's port.
+publish_fake1() {
+  run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$((pub + 1))" --count 50 \
+    --rate 1000 --seed "$1" --wait-subscribers 1 --wait-timeout 20 --linger 1
+  expect_status 0 "publish-fake on fake-1's port (seed $1)"
+  wait_acked "$http_ing" none || fail "ingester journal state (seed $1)"
+}
+publish_fake1 5
+mid=$(journal_last)
+"$PY" - "$http_ing" "$mid" <<'PYEOF' || fail "no snapshot covers seq $mid"
+import json, sys, time, urllib.request
+deadline = time.time() + 15
+while json.load(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % sys.argv[1],
+                                       timeout=5))["journal"]["snapshot_seq"] < int(sys.argv[2]):
+    assert time.time() < deadline
+    time.sleep(0.1)
+PYEOF
+publish_fake1 6
+final=$(journal_last)
+want=$(view "$http_ing")
+"$PY" - "$want" <<'PYEOF' || fail "ingester after registering again"
+import json, sys
+v = json.loads(sys.argv[1])
+assert sorted(v["instances"]) == ["fake-0", "fake-1"], v
+PYEOF
+wait_lag0 "$http_rep" "$final" || fail "replica lag after registering again"
+[ "$(view "$http_rep")" = "$want" ] || fail "replica again: $(view "$http_rep"), ingester: $want"
+keep=$(keep_mid_snapshot "$nats" kvindex "$final") || fail "keeping a snapshot"
+read -r covered keep <<<"$keep"
+[ "$covered" -ge "$mid" ] || fail "the snapshot kept covers $covered, before $mid"
+LOG_LEVEL=info launch_replica rep3 "$http_rep3"
+wait_lag0 "$http_rep3" "$final" || fail "replica from a snapshot: lag"
+grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep3.err" ||
+  fail "snapshot $keep not loaded"
+[ "$(view "$http_rep3")" = "$want" ] ||
+  fail "replica from a snapshot: $(view "$http_rep3"), ingester: $want"
 
 kill -TERM "$ing"
 wait "$ing" || fail "ingester exit"

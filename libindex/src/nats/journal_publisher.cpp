@@ -70,8 +70,10 @@ struct JournalPublisher::Impl {
 
   // The ingest thread's own state.
   std::unordered_map<uint32_t, uint64_t> keys;  // capture source id -> source key
-  // Records per (source, type) so far: what makes a non-batch record's id unique.
-  std::unordered_map<uint32_t, std::array<uint64_t, 16>> occurrences;
+  // Records per (source key, type) so far: what makes a definition's and a non-batch record's id
+  // unique, also across incarnations of a source (an instance registered again after /unregister
+  // has the same definition, so the same key, under a new capture source id).
+  std::unordered_map<uint64_t, std::array<uint64_t, 16>> occurrences;
   std::set<uint32_t> lost_sources;  // sources whose records were dropped, not yet marked
   // The link id and chained link id of the latest batch record kept, per capture source id
   // (record_order.h).
@@ -166,9 +168,13 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   const std::span<const std::byte> body = record.subspan(kCaptureRecordHeaderSize);
   const uint64_t hash = XXH3_64bits(body.data(), body.size());
   if (type == CaptureRecordType::kSourceDefinition) {
-    // The source's identity: its definition, the same on every ingester of the same engines.
+    // The source's identity: its definition, the same on every ingester of the same engines. A
+    // later incarnation's definition gets an id of its own ("-d2", ...), or the duplicate window
+    // would drop it.
     m.keys[source] = hash;
-    m.Keep(hash, Hex64(hash) + "-d", record, /*may_drop=*/false);
+    const uint64_t n = ++m.occurrences[hash][static_cast<uint8_t>(type)];
+    m.Keep(hash, Hex64(hash) + "-d" + (n == 1 ? std::string() : std::to_string(n)), record,
+           /*may_drop=*/false);
     return;
   }
   const auto it = m.keys.find(source);
@@ -196,13 +202,23 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
     id += "-m" + std::to_string(seq) + "-" + Hex64(hash);
   } else {
     const size_t slot = std::min<size_t>(static_cast<uint8_t>(type), 15);
-    const uint64_t n = ++m.occurrences[source][slot];
+    const uint64_t n = ++m.occurrences[key][slot];
     id += "-t" + std::to_string(slot) + "-" + std::to_string(n) + "-" + Hex64(hash);
   }
-  if (m.Keep(key, std::move(id), record, /*may_drop=*/true, link.has_value(), prev,
+  // An instance's removal is never dropped (a replica would keep the instance).
+  const bool unregister = type == CaptureRecordType::kNote &&
+                          body.size() == kUnregisterNote.size() &&
+                          std::memcmp(body.data(), kUnregisterNote.data(), body.size()) == 0;
+  if (m.Keep(key, std::move(id), record, /*may_drop=*/!unregister, link.has_value(), prev,
              chained_prev) &&
       link) {
     m.last_link[source] = {*link, ChainedLinkId(type, *link, chained_prev)};
+  }
+  if (unregister) {
+    // The source is retired: a cut no longer names it, so that a replica starting from a snapshot
+    // maps its key to a later incarnation.
+    m.keys.erase(source);
+    m.last_link.erase(source);
   }
 }
 
@@ -254,7 +270,7 @@ void JournalPublisher::Impl::MarkLosses() {
              .ok()) {
       continue;
     }
-    const uint64_t n = ++occurrences[source][static_cast<uint8_t>(CaptureRecordType::kNote)];
+    const uint64_t n = ++occurrences[key][static_cast<uint8_t>(CaptureRecordType::kNote)];
     Keep(key, Hex64(key) + "-lost-" + std::to_string(n), note, /*may_drop=*/false);
   }
 }
