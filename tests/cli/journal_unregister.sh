@@ -5,16 +5,20 @@
 # stream's start, list the same instances with the same presences as the ingester (fake-1 gone,
 # fake-0 kept; /instances says fake-1 is unregistered). Then fake-1 is registered again with the
 # same body (the same journal key, within JetStream's duplicate window) and publishes twice more
-# (a publisher restart between): the replica, and one started from a journal snapshot taken between
-# the two, equal the ingester again. `replay` of the ingester's capture and of
-# `record --from-journal`'s export end with the ingester's index too. Uses a real nats-server.
+# (a publisher restart between): the replica, and one started between the two from a journal
+# snapshot, equal the ingester again. Last, fake-2 is registered with a replay endpoint that never
+# answers, so it waits for its backfill, and is unregistered while it waits: snapshots are written
+# again (none is while a source waits) and the replica still equals the ingester. `replay` of the
+# ingester's capture and of `record --from-journal`'s export end with the ingester's index too.
+# Uses a real nats-server.
 . "$(dirname "$0")/journal_lib.bash"
 
-journal_start 7
+journal_start 9
 http_ing=$((base + 3)) http_rep=$((base + 4)) http_rep2=$((base + 5)) http_rep3=$((base + 6))
+pub2=$((base + 7)) silent=$((base + 8))
 SRC=$(fake_source "$pub")
 launch_ingester ing "$http_ing" --record "$TMP/ing.kvcap" --snapshot-to-journal 0.2 \
-  --snapshot-keep 100
+  --snapshot-keep 100 --replay-timeout 120
 ing=$ING_PID
 launch_replica rep "$http_rep"
 wait_port "$http_ing" || fail "ingester HTTP"
@@ -101,6 +105,12 @@ while json.load(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % sys.argv[
     assert time.time() < deadline
     time.sleep(0.1)
 PYEOF
+# A replica that starts now loads a snapshot covering everything so far (so no later one can be
+# loaded instead); the second run follows its cut.
+LOG_LEVEL=info launch_replica rep3 "$http_rep3"
+wait_lag0 "$http_rep3" "$mid" || fail "replica from a snapshot: lag"
+grep -q "loaded journal snapshot [0-9]*: covers seq $mid," "$TMP/rep3.err" ||
+  fail "replica from a snapshot: $(grep snapshot "$TMP/rep3.err")"
 publish_fake1 6
 final=$(journal_last)
 want=$(view "$http_ing")
@@ -111,15 +121,41 @@ assert sorted(v["instances"]) == ["fake-0", "fake-1"], v
 PYEOF
 wait_lag0 "$http_rep" "$final" || fail "replica lag after registering again"
 [ "$(view "$http_rep")" = "$want" ] || fail "replica again: $(view "$http_rep"), ingester: $want"
-keep=$(keep_mid_snapshot "$nats" kvindex "$final") || fail "keeping a snapshot"
-read -r covered keep <<<"$keep"
-[ "$covered" -ge "$mid" ] || fail "the snapshot kept covers $covered, before $mid"
-LOG_LEVEL=info launch_replica rep3 "$http_rep3"
 wait_lag0 "$http_rep3" "$final" || fail "replica from a snapshot: lag"
-grep -q "loaded journal snapshot $keep: covers seq $covered" "$TMP/rep3.err" ||
-  fail "snapshot $keep not loaded"
 [ "$(view "$http_rep3")" = "$want" ] ||
   fail "replica from a snapshot: $(view "$http_rep3"), ingester: $want"
+
+# A source waiting for a replay that never comes, unregistered while it waits.
+snapshots() {
+  http_json "$http_ing" /healthz |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["journal"]["snapshots_written"])'
+}
+post "$http_ing" /register '{"endpoint": "tcp://127.0.0.1:'"$pub2"'", "type": "vLLM",
+  "modelname": "fake-model", "instance_id": "fake-2",
+  "replay_endpoint": "tcp://127.0.0.1:'"$silent"'"}' >/dev/null || fail "/register fake-2"
+run timeout 30 "$KVINDEX" publish-fake --format vllm --port "$pub2" --count 20 --rate 1000 \
+  --seed 9 --wait-subscribers 1 --wait-timeout 20 --linger 1
+expect_status 0 "publish-fake on fake-2's port"
+wait_acked "$http_ing" none || fail "ingester journal state (fake-2)"
+"$PY" -c 'import json, sys
+s = [s for s in json.loads(sys.argv[1])["sources"] if s["instance"] == "fake-2"]
+assert s and s[0]["counters"]["applied"] == 0, s' "$(http_json "$http_ing" /instances)" ||
+  fail "fake-2 should hold its batches while its backfill waits"
+post "$http_ing" /unregister '{"instance_id": "fake-2"}' >/dev/null || fail "/unregister fake-2"
+written=$(snapshots)
+"$PY" - "$http_ing" "$written" <<'PYEOF' || fail "no journal snapshot after unregistering fake-2"
+import json, sys, time, urllib.request
+deadline = time.time() + 15
+while json.load(urllib.request.urlopen("http://127.0.0.1:%s/healthz" % sys.argv[1],
+                                       timeout=5))["journal"]["snapshots_written"] < int(sys.argv[2]) + 2:
+    assert time.time() < deadline
+    time.sleep(0.1)
+PYEOF
+wait_acked "$http_ing" none || fail "ingester journal state after unregistering fake-2"
+final=$(journal_last)
+want=$(view "$http_ing")
+wait_lag0 "$http_rep" "$final" || fail "replica lag after unregistering fake-2"
+[ "$(view "$http_rep")" = "$want" ] || fail "replica at the end: $(view "$http_rep"), ingester: $want"
 
 kill -TERM "$ing"
 wait "$ing" || fail "ingester exit"

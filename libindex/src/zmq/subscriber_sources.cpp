@@ -120,6 +120,19 @@ Result<ApplyResult> Subscriber::Impl::RemoveInstance(const std::string& instance
   for (auto& s : sources) {
     if (!s || s->config.name != instance) continue;
     found = true;
+    // Its sockets close now, so nothing will answer a replay request: a hole it waits at is given
+    // up here (a `timeout` record, so that a replay gives up there too) instead of for good (a
+    // journal snapshot is taken only while no source waits). A backfill given up may open a hole
+    // among its held batches: a second round gives that up too.
+    for (int round = 0; round < 2 && (ingestor.waiting(s->id) ||
+                                      ingestor.replay_outstanding(s->id) ||
+                                      ingestor.held(s->id) != 0);
+         ++round) {
+      ++s->status.replay_timeouts;
+      RecordObservation(CaptureRecordType::kTimeout, s->id, s->last_applied, 0);
+      ingestor.GiveUp(s->id, RealtimeNs());
+    }
+    std::erase_if(pending_requests, [&s](const auto& request) { return request.first == s->id; });
     // Recorded (capture, journal) so that a replay, or a replica, purges the instance here too.
     RecordText(CaptureRecordType::kNote, s->id, kUnregisterNote);
     if (retired.size() <= s->id.value) retired.resize(s->id.value + 1, false);
