@@ -326,12 +326,13 @@ void Ingestor::OnParsedReply(SourceId id, const Result<ReplayReply>& reply, int6
   Feed(source, reply->seq, reply->payload, recv_ns, /*replayed=*/true);
 }
 
-void Ingestor::StartBackfill(SourceId id) {
+bool Ingestor::StartBackfill(SourceId id) {
   Source& source = At(id);
   SinkAdapter sink{*this, source, source.counters.trust.last_heard_ns()};
-  source.sequencer.StartBackfill(sink);
+  const bool started = source.sequencer.StartBackfill(sink);
   source.counters.sequence = source.sequencer.counters();
   SettleTrust(source, sink.now_ns);
+  return started;
 }
 
 bool Ingestor::StartOrphanReplay(SourceId id) {

@@ -166,7 +166,8 @@ struct Subscriber::Impl : IngestObserver {
   void SendRequests();
   // Starts the orphan replays the sources with orphans are due, rate-limited per source.
   void StartOrphanReplays();
-  // Asks `s` for its publisher's ring (a `backfill` note first when recording).
+  // Asks `s` for its publisher's ring (a `backfill` note when recording), unless it already has a
+  // position (a warm start).
   void StartBackfill(Source& s);
   // Gives up on the replay `s` waits for (its `timeout` record first), and re-creates its DEALER
   // so that late replies cannot answer the next request.

@@ -93,8 +93,9 @@ void Subscriber::Impl::StartOrphanReplays() {
 }
 
 void Subscriber::Impl::StartBackfill(Source& s) {
-  RecordText(CaptureRecordType::kNote, s.id, kBackfillNote);
-  ingestor.StartBackfill(s.id);
+  // Recorded only when asked: a source continuing a position (a warm start) asks nothing, and a
+  // replay that started a backfill there would hold its live batches for an end that never comes.
+  if (ingestor.StartBackfill(s.id)) RecordText(CaptureRecordType::kNote, s.id, kBackfillNote);
   FlushRequests();
 }
 

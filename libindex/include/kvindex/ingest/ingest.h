@@ -111,7 +111,8 @@ class Ingestor {
                                                      std::span<const FrameView> frames,
                                                      int64_t recv_ns);
   // Asks for the publisher's ring before the first live batch (a replay endpoint is configured).
-  void StartBackfill(SourceId source);
+  // False, asking nothing, when the source already has a position (SourceSequencer).
+  bool StartBackfill(SourceId source);
   // Gives up on what the source is missing (the replay timed out; offline: a recorded `lost`).
   // `now_ns` (realtime) dates a loss for the source's trust; 0: the latest message's time.
   void GiveUp(SourceId source, int64_t now_ns = 0);

@@ -116,12 +116,14 @@ class SourceSequencer {
   }
 
   // Requests the publisher's whole ring before any live batch (subscribe/record with a replay
-  // endpoint). Live batches are held until the replay ends.
+  // endpoint). Live batches are held until the replay ends. Returns false, asking nothing, when
+  // the source already has a position (a batch applied, or a state seeded from a snapshot).
   template <typename Sink>
-  void StartBackfill(Sink& sink) {
-    if (initialized_) return;
+  bool StartBackfill(Sink& sink) {
+    if (initialized_) return false;
     backfilling_ = true;
     RequestReplayFrom(0, sink);
+    return true;
   }
 
   // Requests the publisher's whole ring again because an applied batch had orphans: at most one
