@@ -171,9 +171,9 @@ void ApplyAt(JournalApplier& applier, Bytes record, uint64_t seq) {
   REQUIRE(applier.Apply(e.entry).ok());
 }
 
-// A vLLM batch of capture source 9 storing one 2-token block: hash 100 + seq, the child of the
+// The vLLM payload of a batch storing one 2-token block: hash 100 + seq, the child of the
 // previous batch's block.
-Bytes StoreBatch(uint64_t seq) {
+Bytes StorePayload(uint64_t seq) {
   EventBatch batch;
   batch.ts = 1.0 + static_cast<double>(seq);
   BlockStored stored;
@@ -184,7 +184,20 @@ Bytes StoreBatch(uint64_t seq) {
   batch.events.emplace_back(std::move(stored));
   Bytes payload;
   REQUIRE(EncodeEventBatch(batch, WireFormat::kVllm, payload).ok());
-  return test::LiveRecord(seq, payload);
+  return payload;
+}
+
+// That batch as a live batch record of capture source 9.
+Bytes StoreBatch(uint64_t seq) { return test::LiveRecord(seq, StorePayload(seq)); }
+
+// That batch as a replay reply record of capture source 9.
+Bytes StoreReply(uint64_t seq) {
+  const std::vector<Frame> reply = BuildReplayReply(ReplayStyle::kVllm, B("kv"), seq,
+                                                    StorePayload(seq));
+  const std::vector<std::span<const std::byte>> frames(reply.begin(), reply.end());
+  Bytes record;
+  REQUIRE(EncodeCaptureFrames(record, CaptureRecordType::kReplayed, SourceId{9}, 1, frames).ok());
+  return record;
 }
 
 TEST_CASE("JournalApplier: a source's first batch after later ones gives the in-order state") {
@@ -330,6 +343,45 @@ TEST_CASE("JournalApplier: records after a snapshot's cut are put in order from 
   const auto [unnamed_seqs, unnamed_stats] = replica({}, unnamed);
   CHECK(unnamed_stats.held_records == 1);
   CHECK(unnamed.stats().presences < 5);
+}
+
+TEST_CASE("JournalApplier: a timeout the stream holds before the reply it follows waits for it") {
+  const Bytes def = Definition("a=vllm@tcp://127.0.0.1:1,model=m,block-size=2");
+  // As recorded: batches 0, 1, 3 live (2 missing: a hole), the reply with 2, then the timeout
+  // (the reply's end marker never came). Each names the batch record kept before it; the stream
+  // holds the timeout before the reply (its publish failed and was resent).
+  const Bytes b3 = StoreBatch(3), reply = StoreReply(2);
+  const uint64_t link3 = test::LinkOf(b3);
+  const uint64_t reply_chained = ChainedLinkId(CaptureRecordType::kReplayed, test::LinkOf(reply),
+                                               link3);
+  Bytes timeout;
+  EncodeCaptureObservation(timeout, CaptureRecordType::kTimeout, SourceId{9}, 0, 1, 0);
+  const auto run = [&](std::optional<uint64_t> timeout_prev, PrefixIndex& index) {
+    JournalApplier applier(&index);
+    uint64_t seq = 0;
+    const Bytes b0 = StoreBatch(0), b1 = StoreBatch(1);
+    const std::vector<std::pair<Bytes, std::optional<uint64_t>>> stream = {
+        {def, std::nullopt},      {b0, std::nullopt},
+        {b1, test::LinkOf(b0)},   {b3, test::LinkOf(b1)},
+        {timeout, timeout_prev},  {reply, link3}};
+    for (const auto& [record, prev] : stream) {
+      Entry e(record, 0xabc, ++seq, prev);
+      REQUIRE(applier.Apply(e.entry).ok());
+    }
+    return applier.ingestor().counters(SourceId{0}).sequence;
+  };
+  PrefixIndex named;
+  const auto seqs = run(reply_chained, named);
+  CHECK(named.stats().presences == 4);
+  CHECK(seqs.recovered == 1);
+  CHECK(seqs.lost == 0);
+  // A timeout that names nothing (a journal written before records other than batches named
+  // their predecessor) is applied where the stream holds it: batch 2 is given up on (and batch 3,
+  // its child, is an orphan).
+  PrefixIndex unnamed;
+  const auto unnamed_seqs = run(std::nullopt, unnamed);
+  CHECK(unnamed.stats().presences == 2);
+  CHECK(unnamed_seqs.lost == 1);
 }
 
 TEST_CASE("JournalApplier: an unregister note purges the instance; a definition again adds it") {

@@ -260,6 +260,19 @@ TEST_CASE("RecordOrderer: seeded link ids stand for records before the point rea
   CHECK(h.orderer.stats().released_early == 0);
 }
 
+TEST_CASE("RecordOrderer: a record that is not a batch waits for the predecessor it names") {
+  Harness h;
+  h.Add(Text(CaptureRecordType::kSourceDefinition, "def"));
+  h.Add(Message(1));
+  // A note naming batch 2 arrives before it; one naming nothing passes at once.
+  h.Add(Text(CaptureRecordType::kNote, "after-2"), Link(Message(2)));
+  h.Add(Text(CaptureRecordType::kNote, "free"));
+  CHECK(h.out == Out{"def", "1", "free"});
+  h.Add(Message(2), Link(Message(1)));
+  CHECK(h.out == Out{"def", "1", "free", "2", "after-2"});
+  CHECK(h.orderer.stats().held == 1);
+}
+
 TEST_CASE("RecordOrderer: more than max_held_bytes held releases everything") {
   const Bytes b0 = Message(0);
   Harness h(b0.size() * 2 + 1);

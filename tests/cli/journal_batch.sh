@@ -38,6 +38,13 @@ assert j["records_acked"] == j["records_accepted"] and j["lost_records"] == 0, j
 assert j["messages_acked"] == last < j["records_acked"], (j, last)
 PYEOF
 
+# Each message (of several records) names the predecessor of its first record that names one,
+# computed here from the records with python3-xxhash.
+"$PY" -c "$JS_PY"$'\n''
+import sys
+checked, replayed = check_prev_headers(sys.argv[1], "kvindex", int(sys.argv[2]))
+assert checked == int(sys.argv[2]) and replayed > 0, (checked, replayed)
+' "$nats" "$last" || fail "predecessor headers"
 run "$KVINDEX" record --from-journal "$J" --out "$TMP/j.kvcap"
 expect_status 0 "record --from-journal"
 "$PY" - "$KVINDEX_SOURCE_DIR/tests/data/capture_check.py" "$TMP/j.kvcap" "$TMP/ing.json" <<'PYEOF' || fail "export"

@@ -220,10 +220,12 @@ def frames(record):  # the frames of one capture record (docs/capture-format.md)
         out.append(body[at + 4:at + 4 + n])
         at += 4 + n
     return out
-def batch_links(port, stream, upto):
-    # Every batch record of the journal's messages 1..upto (docs/scale-out.md "Order within a
-    # source"), computed with python3-xxhash: yields (message seq, its headers, its subject, first
-    # batch record of the message?, the source's previous (link, chained) or None, (link, chained)).
+def journal_links(port, stream, upto):
+    # Every record of the journal's messages 1..upto with the link ids of docs/scale-out.md "Order
+    # within a source", computed with python3-xxhash: yields (message seq, its headers, its
+    # subject, first record of the message?, the source's last batch record's (link, chained)
+    # before this record or None, this record's (link, chained) or None when it is not a batch
+    # record, its record type, its body).
     import base64, struct, xxhash
     TAG, END = 0x7265706c61796564, 2**64 - 1
     links = {}
@@ -238,6 +240,8 @@ def batch_links(port, stream, upto):
             record = data[pos:pos + length]
             pos += length
             if rtype not in (2, 3):
+                yield n, hdrs, m["subject"], first, links.get(m["subject"]), None, rtype, record[32:]
+                first = False
                 continue
             f = frames(record)
             seq = int.from_bytes(f[1], "big")
@@ -248,8 +252,26 @@ def batch_links(port, stream, upto):
                 seed = (0 if prev is None else prev[1]) ^ TAG
                 chained = xxhash.xxh3_64_intdigest(struct.pack("<Q", link), seed=seed)
             links[m["subject"]] = (link, chained)
-            yield n, hdrs, m["subject"], first, prev, (link, chained), rtype
+            yield n, hdrs, m["subject"], first, prev, (link, chained), rtype, None
             first = False
+def check_prev_headers(port, stream, upto):
+    # Every message of 1..upto names, by link id (Kvindex-Prev) and chained link id
+    # (Kvindex-Chained-Prev), the predecessor of its first record that names one (any record but a
+    # definition and a journal-lost note): its source's last batch record before it, or none.
+    # Returns (messages checked, replay records seen).
+    named, headers, replayed = {}, {}, 0
+    for n, hdrs, subject, first, prev, link, rtype, body in journal_links(port, stream, upto):
+        headers[n] = hdrs
+        replayed += rtype == 3
+        if n in named or rtype == 1 or (rtype == 8 and body == b"journal-lost"):
+            continue
+        named[n] = prev
+    for n, hdrs in headers.items():
+        prev = named.get(n)
+        for header, i in (("Kvindex-Prev", 0), ("Kvindex-Chained-Prev", 1)):
+            want = None if prev is None else "%016x" % prev[i]
+            assert hdrs.get(header) == want, (n, header, hdrs, want)
+    return len(headers), replayed
 PYEOF
 )
 

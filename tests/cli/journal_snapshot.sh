@@ -62,8 +62,9 @@ lines = base64.b64decode(m["message"]["data"]).decode().splitlines()
 keys = [l.split()[1] for l in lines if l.startswith("source ")]
 named = {int(l.split()[1]): tuple(int(x, 16) for x in l.split()[2:]) for l in lines if l.startswith("last ")}
 last = {}
-for n, hdrs, subject, first, prev, link, rtype in batch_links(port, "kvsnap", covered):
-    last[subject] = link
+for n, hdrs, subject, first, prev, link, rtype, body in journal_links(port, "kvsnap", covered):
+    if link is not None:
+        last[subject] = link
 want = {i: last["kvsnap.src." + k] for i, k in enumerate(keys) if "kvsnap.src." + k in last}
 assert want and named == want, (named, want)
 ' "$nats" "$covered" "$keep" || fail "the snapshot's last links"

@@ -61,9 +61,9 @@ RecordOrderer::Source& RecordOrderer::At(uint64_t source_key) {
 bool RecordOrderer::Ready(Source& source, const CaptureRecordView& record,
                           std::optional<uint64_t> prev, bool* needs_definition) {
   *needs_definition = false;
-  if (record.type != CaptureRecordType::kMessage && record.type != CaptureRecordType::kReplayed) {
-    return true;
-  }
+  const bool batch =
+      record.type == CaptureRecordType::kMessage || record.type == CaptureRecordType::kReplayed;
+  if (!batch && !prev) return true;
   if (!source.defined) {
     *needs_definition = true;
     return false;

@@ -46,8 +46,10 @@ struct Entry {
   bool sent_before = false;
   uint64_t seq = 0;  // the stream sequence acknowledged
   uint64_t key = 0;  // the source key (its subject)
-  bool batch = false;  // a batch record (record_order.h)
-  // A batch record's predecessor: its link id and its chained link id (record_order.h).
+  // The predecessor a record names (record_order.h): the link id and chained link id of its
+  // source's batch record kept before it (none before the first). Every record but a definition
+  // and a journal-lost note names it (`names`).
+  bool names = false;
   std::optional<uint64_t> prev, chained_prev;
   // Grouping (JournalOptions::batch_records), fixed at the first send so that a group sent again
   // has the same id: the leader lists its members' ordinals; a member is sent with its leader.
@@ -112,7 +114,7 @@ struct JournalPublisher::Impl {
   // Ingest thread.
   // Returns false when the record was dropped (counted lost).
   bool Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop,
-            bool batch = false, std::optional<uint64_t> prev = std::nullopt,
+            bool names = false, std::optional<uint64_t> prev = std::nullopt,
             std::optional<uint64_t> chained_prev = std::nullopt);
   void MarkLosses();
   // Publishing thread.
@@ -183,15 +185,14 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   CaptureRecordView view;
   const bool batch = type == CaptureRecordType::kMessage || type == CaptureRecordType::kReplayed;
   const bool parsed = batch && ParseCaptureRecord(record, view).ok();
-  // A batch record names the batch record of its source kept before it, so that a reader can put
-  // records the stream holds out of order back in order.
+  // A record names the batch record of its source kept before it, so that a reader can put
+  // records the stream holds out of order back in order (an observation or a note as well: a
+  // replica must not give up on a replay before a reply the stream holds after it).
   const std::optional<uint64_t> link = parsed ? RecordLinkId(view) : std::nullopt;
   std::optional<uint64_t> prev, chained_prev;
-  if (link) {
-    if (const auto last = m.last_link.find(source); last != m.last_link.end()) {
-      prev = last->second.link;
-      chained_prev = last->second.chained;
-    }
+  if (const auto last = m.last_link.find(source); last != m.last_link.end()) {
+    prev = last->second.link;
+    chained_prev = last->second.chained;
   }
   if (type == CaptureRecordType::kMessage && parsed && view.frames.size() >= 2 &&
       view.frames[1].size() == 8) {
@@ -209,10 +210,11 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
   const bool unregister = type == CaptureRecordType::kNote &&
                           body.size() == kUnregisterNote.size() &&
                           std::memcmp(body.data(), kUnregisterNote.data(), body.size()) == 0;
-  if (m.Keep(key, std::move(id), record, /*may_drop=*/!unregister, link.has_value(), prev,
-             chained_prev) &&
-      link) {
-    m.last_link[source] = {*link, ChainedLinkId(type, *link, chained_prev)};
+  const bool kept = m.Keep(key, std::move(id), record, /*may_drop=*/!unregister, /*names=*/true,
+                           prev, chained_prev);
+  if (kept && link.has_value()) {
+    const uint64_t kept_link = link.value_or(0);
+    m.last_link[source] = {kept_link, ChainedLinkId(type, kept_link, chained_prev)};
   }
   if (unregister) {
     // The source is retired: a cut no longer names it, so that a replica starting from a snapshot
@@ -223,7 +225,7 @@ void JournalPublisher::Put(std::span<const std::byte> record) {
 }
 
 bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
-                                  std::span<const std::byte> record, bool may_drop, bool batch,
+                                  std::span<const std::byte> record, bool may_drop, bool names,
                                   std::optional<uint64_t> prev,
                                   std::optional<uint64_t> chained_prev) {
   const uint32_t source = Le32(record.data() + 24);
@@ -245,7 +247,7 @@ bool JournalPublisher::Impl::Keep(uint64_t key, std::string msg_id,
   entry.msg_id = std::move(msg_id);
   entry.data.assign(record.begin(), record.end());
   entry.key = key;
-  entry.batch = batch;
+  entry.names = names;
   entry.prev = prev;
   entry.chained_prev = chained_prev;
   std::lock_guard lock(mutex);
@@ -382,11 +384,12 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
         single ? entry.msg_id : entry.msg_id + "+" + std::to_string(entry.members.size());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id.c_str());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
-    // The predecessor of the group's first batch record, by both ids (a reader that knows only
-    // link ids reads the first header); the reader chains the others.
+    // The predecessor the group's first record that names one names (none before the source's
+    // first batch record), by both ids (a reader that knows only link ids reads the first header):
+    // the same for every record up to the group's first batch record; the reader chains the others.
     std::optional<uint64_t> prev, chained_prev;
     ForGroup(ordinal, [&prev, &chained_prev, first = true](Entry& e) mutable {
-      if (first && e.batch) {
+      if (first && e.names) {
         prev = e.prev;
         chained_prev = e.chained_prev;
         first = false;

@@ -158,11 +158,15 @@ bool JournalReader::Next(JournalEntry& entry, std::chrono::milliseconds wait) {
     entry.record.frames.clear();
     return true;
   }
-  // The message's header names the first batch record's predecessor; each later batch record
-  // follows the one before it.
+  // The message's header names the predecessor of its records up to its first batch record; each
+  // record after a batch record follows that one. A definition and a journal-lost note name none.
   if (const std::optional<uint64_t> link = RecordLinkId(entry.record)) {
     entry.prev = m.prev;
     m.prev = m.chained ? ChainedLinkId(entry.record.type, *link, entry.prev) : *link;
+  } else if (entry.record.type != CaptureRecordType::kSourceDefinition &&
+             !(entry.record.type == CaptureRecordType::kNote &&
+               entry.record.text() == kJournalLostNote)) {
+    entry.prev = m.prev;
   }
   return true;
 }

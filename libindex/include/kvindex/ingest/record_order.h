@@ -8,8 +8,11 @@
 // every recorder. With each batch record, the recorder names the link id of the batch record of
 // the same source it kept just before (its predecessor; none for its first). The orderer passes
 // a batch record on once a record with its predecessor's link id has been passed on (or it names
-// none) and holds it otherwise; passing a record on releases the records waiting for it. Every
-// other record is passed on at once, except that a source's batch records wait until its
+// none) and holds it otherwise; passing a record on releases the records waiting for it. A record
+// that is not a batch record (an observation or a note) has no link id; when it names a
+// predecessor (the batch record its recorder kept before it) it waits for it the same way, so
+// that a `timeout` is not applied before a reply it follows; when it names none it is passed on at
+// once. A source's records that name a predecessor, and its batch records, also wait until its
 // definition has been passed on (or Define() was called for it).
 //
 // RecordLinkId() is the same for a batch received live and again in a replay reply, and for

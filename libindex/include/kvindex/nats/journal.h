@@ -167,9 +167,9 @@ struct JournalEntry {
   std::span<const std::byte> body;  // the record's bytes; valid until Next()
   CaptureRecordView record;  // views into the reader's current message; valid until Next()
   Status problem;            // not ok: the body is not a capture record (record is empty)
-  // A batch record's predecessor as its publisher named it (record_order.h; nullopt: none): the
-  // message's header for its first batch record, the batch record before it in the message for
-  // the others.
+  // The record's predecessor as its publisher named it (record_order.h; nullopt: none): the
+  // message's header for the records up to its first batch record, the batch record before it in
+  // the message for the others; none for a definition and a journal-lost note.
   std::optional<uint64_t> prev;
 };
 
