@@ -384,7 +384,7 @@ void JournalPublisher::Impl::SendSome(std::unique_lock<std::mutex>& lock) {
         single ? entry.msg_id : entry.msg_id + "+" + std::to_string(entry.members.size());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id.c_str());
     if (s == NATS_OK) s = natsMsgHeader_Set(msg, kOrdinalHeader, std::to_string(ordinal).c_str());
-    // The predecessor the group's first record that names one names (none before the source's
+    // The predecessor named by the group's first record that names one (none before the source's
     // first batch record), by both ids (a reader that knows only link ids reads the first header):
     // the same for every record up to the group's first batch record; the reader chains the others.
     std::optional<uint64_t> prev, chained_prev;
