@@ -26,110 +26,16 @@
 #include "kvindex/ingest/record_order.h"
 #include "kvindex/nats/journal.h"
 
+#include "journal_publisher_impl.h"
 #include "nats_link.h"
 
 namespace kvindex {
 
 using nats_internal::Hex64;
-
-namespace {
-
-constexpr const char* kOrdinalHeader = "Kvindex-Ord";
-
-enum class EntryState : uint8_t { kQueued, kInFlight, kAcked };
-
-struct Entry {
-  std::string subject;
-  std::string msg_id;
-  std::vector<std::byte> data;
-  EntryState state = EntryState::kQueued;
-  bool sent_before = false;
-  uint64_t seq = 0;  // the stream sequence acknowledged
-  uint64_t key = 0;  // the source key (its subject)
-  // The predecessor a record names (record_order.h): the link id and chained link id of its
-  // source's batch record kept before it (none before the first). Every record but a definition
-  // and a journal-lost note names it (`names`).
-  bool names = false;
-  std::optional<uint64_t> prev, chained_prev;
-  // Grouping (JournalOptions::batch_records), fixed at the first send so that a group sent again
-  // has the same id: the leader lists its members' ordinals; a member is sent with its leader.
-  bool grouped = false;
-  bool member = false;
-  std::vector<uint64_t> members;
-};
-
-uint32_t Le32(const std::byte* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-}  // namespace
-
-struct JournalPublisher::Impl {
-  JournalOptions options;
-  nats_internal::NatsLink link;
-
-  // The ingest thread's own state.
-  std::unordered_map<uint32_t, uint64_t> keys;  // capture source id -> source key
-  // Records per (source key, type) so far: what makes a definition's and a non-batch record's id
-  // unique, also across incarnations of a source (an instance registered again after /unregister
-  // has the same definition, so the same key, under a new capture source id).
-  std::unordered_map<uint64_t, std::array<uint64_t, 16>> occurrences;
-  std::set<uint32_t> lost_sources;  // sources whose records were dropped, not yet marked
-  // The link id and chained link id of the latest batch record kept, per capture source id
-  // (record_order.h).
-  struct LastLink {
-    uint64_t link = 0, chained = 0;
-  };
-  std::unordered_map<uint32_t, LastLink> last_link;
-  std::vector<std::byte> note;      // a journal-lost note being built
-
-  mutable std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<Entry> entries;  // kept records, oldest first
-  uint64_t front_ordinal = 0;  // the ordinal of entries.front()
-  uint64_t next_ordinal = 0;
-  size_t next_send = 0;        // index into entries of the first record never sent since reset
-  size_t in_flight = 0;
-  bool failure = false;        // a record failed: resend after in_flight drains
-  bool stop = false;
-  bool cycle_ended = false;
-  size_t max_payload = size_t{1} << 20;  // the server's, once connected
-  uint64_t popped_max_seq = 0;  // the highest sequence of the records acknowledged and popped
-  // The latest Cut(): its ordinal and the highest sequence among the records before it that have
-  // been acknowledged and popped so far (records after the cut may be acknowledged before
-  // WaitCovered() is called, so this is kept from the cut on). No group holds records from both
-  // sides of the cut, so that the sequence covering the records before it holds none after it.
-  uint64_t cut_ordinal = 0;
-  uint64_t cut_max_seq = 0;
-  // Sources of records lost when sent (larger than the server takes), for the ingest thread to
-  // mark (lost_sources); how many such records so far.
-  std::set<uint32_t> lost_at_send_sources;
-  uint64_t lost_at_send = 0;
-  std::condition_variable popped;  // records left the front
-  JournalPublisherStatus counters;
-  std::thread thread;
-
-  // Ingest thread.
-  // Returns false when the record was dropped (counted lost).
-  bool Keep(uint64_t key, std::string msg_id, std::span<const std::byte> record, bool may_drop,
-            bool names = false, std::optional<uint64_t> prev = std::nullopt,
-            std::optional<uint64_t> chained_prev = std::nullopt);
-  void MarkLosses();
-  // Publishing thread.
-  void Loop();
-  void SendSome(std::unique_lock<std::mutex>& lock);
-  // Under mutex: makes entries[index] (queued, never grouped) a group's leader with the records
-  // that can join it.
-  void FormGroup(size_t index);
-  // Under mutex: calls f(entry) for the leader at `leader_ordinal` and each of its members.
-  template <typename F>
-  void ForGroup(uint64_t leader_ordinal, F&& f);
-  // nats.c's thread.
-  void OnAck(natsMsg* msg, jsPubAck* ack, jsPubAckErr* error);
-  void PopAcked();  // under mutex
-};
+using journal_internal::Entry;
+using journal_internal::EntryState;
+using journal_internal::kOrdinalHeader;
+using journal_internal::Le32;
 
 namespace {
 
@@ -539,62 +445,6 @@ void JournalPublisher::Close(std::chrono::milliseconds drain) {
   m.popped.notify_all();
   m.thread.join();
   m.link.Close();  // no acknowledgement is handled after this
-}
-
-JournalCut JournalPublisher::Cut() {
-  Impl& m = *impl_;
-  // A record dropped before the cut is in the state taken with it: its source's journal-lost note
-  // goes before the cut too, or a replica starting after the cut would take the note for a loss
-  // of its own.
-  {
-    std::lock_guard lock(m.mutex);
-    m.lost_sources.merge(m.lost_at_send_sources);
-  }
-  if (!m.lost_sources.empty()) m.MarkLosses();
-  JournalCut cut;
-  for (const auto& [source, key] : m.keys) {
-    if (cut.source_keys.size() <= source) cut.source_keys.resize(source + 1, 0);
-    cut.source_keys[source] = key;
-  }
-  for (const auto& [source, last] : m.last_link) {
-    if (cut.last_links.size() <= source) cut.last_links.resize(source + 1);
-    cut.last_links[source] = JournalLink{last.link, last.chained};
-  }
-  std::lock_guard lock(m.mutex);
-  cut.ordinal = m.next_ordinal;
-  // Every record popped so far precedes the cut; the ones popped from now on count while their
-  // ordinal is below it.
-  m.cut_ordinal = cut.ordinal;
-  m.cut_max_seq = m.popped_max_seq;
-  cut.resent = m.counters.resent;
-  cut.lost_at_send = m.lost_at_send;
-  return cut;
-}
-
-Result<uint64_t> JournalPublisher::WaitCovered(const JournalCut& cut,
-                                               std::chrono::milliseconds wait) {
-  Impl& m = *impl_;
-  std::unique_lock lock(m.mutex);
-  if (m.cut_ordinal != cut.ordinal) {
-    return Status::Unavailable("journal: a later cut was taken since this one");
-  }
-  const bool done = m.popped.wait_for(lock, wait, [&m, &cut] {
-    return m.stop || m.front_ordinal >= cut.ordinal;
-  });
-  const uint64_t covered = m.cut_max_seq;
-  if (!done || m.front_ordinal < cut.ordinal) {
-    return Status::Timeout("journal: the records before the snapshot were not acknowledged in " +
-                           std::to_string(wait.count()) + " ms");
-  }
-  if (m.counters.resent != cut.resent) {
-    return Status::Unavailable("journal: records were sent again across the snapshot's cut");
-  }
-  if (m.lost_at_send != cut.lost_at_send) {
-    // Their journal-lost note comes after the cut, where a replica starting there would take it
-    // for a loss of its own.
-    return Status::Unavailable("journal: records before the snapshot's cut were lost when sent");
-  }
-  return covered;
 }
 
 JournalPublisherStatus JournalPublisher::status() const {
