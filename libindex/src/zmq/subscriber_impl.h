@@ -172,6 +172,8 @@ struct Subscriber::Impl : IngestObserver {
   // Gives up on the replay `s` waits for (its `timeout` record first), and re-creates its DEALER
   // so that late replies cannot answer the next request.
   void GiveUp(Source& s);
+  // GiveUp() without the new DEALER and the requests it may open (a source being removed).
+  void StopWaiting(Source& s);
   // Closes the source's DEALER (unread replies are dropped) and opens a fresh one.
   void RecreateDealer(Source& s);
 

@@ -99,11 +99,15 @@ void Subscriber::Impl::StartBackfill(Source& s) {
   FlushRequests();
 }
 
-void Subscriber::Impl::GiveUp(Source& s) {
+void Subscriber::Impl::StopWaiting(Source& s) {
   ++s.status.replay_timeouts;
   s.replay_pending = false;
   RecordObservation(CaptureRecordType::kTimeout, s.id, s.last_applied, 0);
   ingestor.GiveUp(s.id, RealtimeNs());
+}
+
+void Subscriber::Impl::GiveUp(Source& s) {
+  StopWaiting(s);
   // Late replies to the abandoned request must not answer the next one.
   RecreateDealer(s);
   FlushRequests();

@@ -128,9 +128,7 @@ Result<ApplyResult> Subscriber::Impl::RemoveInstance(const std::string& instance
                                       ingestor.replay_outstanding(s->id) ||
                                       ingestor.held(s->id) != 0);
          ++round) {
-      ++s->status.replay_timeouts;
-      RecordObservation(CaptureRecordType::kTimeout, s->id, s->last_applied, 0);
-      ingestor.GiveUp(s->id, RealtimeNs());
+      StopWaiting(*s);
     }
     std::erase_if(pending_requests, [&s](const auto& request) { return request.first == s->id; });
     // Recorded (capture, journal) so that a replay, or a replica, purges the instance here too.
